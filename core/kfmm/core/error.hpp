@@ -1,0 +1,35 @@
+/// \file error.hpp
+/// The exception kfmm throws for every invalid argument or unrecoverable condition, and the checks
+/// that raise it. Messages name the offending input and the problem; nothing is printed.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace kfmm {
+
+/// Thrown for invalid input (an order out of range, a View too small, NaN coordinates, ...) and for
+/// conditions kfmm refuses to handle silently (a capacity that cannot grow, an unsupported lane).
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error("kfmm: " + what) {}
+};
+
+namespace detail {
+template <class... Parts>
+std::string concat(Parts&&... parts) {
+  std::ostringstream out;
+  (out << ... << std::forward<Parts>(parts));
+  return out.str();
+}
+}  // namespace detail
+
+/// Throws kfmm::Error with the concatenated message parts unless `condition` holds.
+template <class... Parts>
+void require(bool condition, Parts&&... message_parts) {
+  if (!condition) throw Error(detail::concat(std::forward<Parts>(message_parts)...));
+}
+
+}  // namespace kfmm

@@ -1,0 +1,35 @@
+/// \file expansion_layout.hpp
+/// Packing of real solid-harmonic expansions (Dehnen 2014, arXiv:1405.2255): an expansion of order p
+/// holds (p+1)^2 real coefficients; degree n occupies the slots [n^2, n^2 + 2n + 1) with order
+/// m = -n..n at slot n^2 + n + m. m >= 0 slots hold the cosine (real) part, m < 0 the sine
+/// (imaginary) part of the complex coefficient of order |m|.
+/// Expansions of many nodes are stored node-major: a rank-2 View (nodes, coefficients), one
+/// contiguous row per node (LayoutRight).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "kfmm/core/error.hpp"
+
+namespace kfmm {
+
+/// Highest expansion order kfmm supports.
+inline constexpr int max_order = 16;
+
+/// Number of coefficients of an expansion of order p.
+KOKKOS_INLINE_FUNCTION constexpr int num_coefficients(int order) { return (order + 1) * (order + 1); }
+
+/// Slot of the coefficient of degree n and order m (|m| <= n).
+KOKKOS_INLINE_FUNCTION constexpr int coefficient_index(int n, int m) { return n * n + n + m; }
+
+/// Throws kfmm::Error unless 0 <= order <= max_order. `what` names the argument in the message.
+inline void check_order(int order, const char* what = "order") {
+  require(order >= 0 && order <= max_order, what, " = ", order, " is out of range: kfmm supports orders 0..",
+          max_order);
+}
+
+/// Node-major expansion storage: one row of num_coefficients(p) reals per node.
+template <class Real, class MemorySpace>
+using ExpansionView = Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace>;
+
+}  // namespace kfmm

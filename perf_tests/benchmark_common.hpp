@@ -1,0 +1,91 @@
+// Conventions shared by every kfmm benchmark:
+// - manual timing: each iteration is fenced before and after, and only the work between is timed
+//   (state.SetIterationTime), so asynchronous backends are measured honestly;
+// - the median of the iterations' times is reported in the counters, with `ns_per_pair` (for pairwise
+//   operators) or `ns_per_call` and `*_per_second` derived from it;
+// - `--tiny` shrinks every benchmark to a size that runs in seconds (the CTest registration uses it);
+// - JSON output through Google Benchmark's own --benchmark_out=FILE --benchmark_out_format=json.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace kfmm_bench {
+
+/// True when the program was started with --tiny.
+inline bool& tiny() {
+  static bool value = false;
+  return value;
+}
+
+/// Runs `work` once per benchmark iteration between two fences of `space` and records the time.
+/// Returns the median iteration time in seconds (also stored as the counter `median_s`).
+template <class ExecutionSpace, class Work>
+double time_fenced(benchmark::State& state, const ExecutionSpace& space, Work&& work) {
+  std::vector<double> seconds;
+  work();  // warm-up: first-touch allocations, instruction caches
+  space.fence();
+  for (auto _ : state) {
+    space.fence();
+    Kokkos::Timer timer;
+    work();
+    space.fence();
+    const double t = timer.seconds();
+    state.SetIterationTime(t);
+    seconds.push_back(t);
+  }
+  if (seconds.empty()) return 0.0;
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  state.counters["median_s"] = median;
+  return median;
+}
+
+/// Sets ns_per_pair (and pairs_per_second) from a median time and the number of pairs per call.
+inline void report_pairs(benchmark::State& state, double median_seconds, double pairs_per_call) {
+  if (pairs_per_call <= 0 || median_seconds <= 0) return;
+  state.counters["pairs"] = pairs_per_call;
+  state.counters["ns_per_pair"] = median_seconds * 1e9 / pairs_per_call;
+  state.counters["pairs_per_second"] = pairs_per_call / median_seconds;
+}
+
+/// Initialises Kokkos and Google Benchmark, strips --tiny, runs the registered benchmarks.
+inline int run_main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--tiny") == 0) {
+      tiny() = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  // Thread binding for stable timings, unless the user chose one.
+  setenv("OMP_PROC_BIND", "spread", /*overwrite=*/0);
+  setenv("OMP_PLACES", "threads", /*overwrite=*/0);
+  int n = static_cast<int>(args.size());
+  Kokkos::initialize(n, args.data());
+  int status = 0;
+  {
+    benchmark::Initialize(&n, args.data());
+    if (benchmark::ReportUnrecognizedArguments(n, args.data())) {
+      status = 1;
+    } else {
+      benchmark::AddCustomContext("kokkos_execution_space", Kokkos::DefaultExecutionSpace::name());
+      benchmark::RunSpecifiedBenchmarks();
+      benchmark::Shutdown();
+    }
+  }
+  Kokkos::finalize();
+  return status;
+}
+
+}  // namespace kfmm_bench
+
+/// Defines main() for a benchmark program.
+#define KFMM_BENCHMARK_MAIN() \
+  int main(int argc, char** argv) { return kfmm_bench::run_main(argc, argv); }

@@ -7,8 +7,8 @@
 // - JSON output through Google Benchmark's own --benchmark_out=FILE --benchmark_out_format=json.
 #pragma once
 
-#include <Kokkos_Core.hpp>
 #include <benchmark/benchmark.h>
+#include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -87,5 +87,7 @@ inline int run_main(int argc, char** argv) {
 }  // namespace kfmm_bench
 
 /// Defines main() for a benchmark program.
-#define KFMM_BENCHMARK_MAIN() \
-  int main(int argc, char** argv) { return kfmm_bench::run_main(argc, argv); }
+#define KFMM_BENCHMARK_MAIN()                \
+  int main(int argc, char** argv) {          \
+    return kfmm_bench::run_main(argc, argv); \
+  }

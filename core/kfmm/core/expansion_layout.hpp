@@ -17,10 +17,14 @@ namespace kfmm {
 inline constexpr int max_order = 16;
 
 /// Number of coefficients of an expansion of order p.
-KOKKOS_INLINE_FUNCTION constexpr int num_coefficients(int order) { return (order + 1) * (order + 1); }
+KOKKOS_INLINE_FUNCTION constexpr int num_coefficients(int order) {
+  return (order + 1) * (order + 1);
+}
 
 /// Slot of the coefficient of degree n and order m (|m| <= n).
-KOKKOS_INLINE_FUNCTION constexpr int coefficient_index(int n, int m) { return n * n + n + m; }
+KOKKOS_INLINE_FUNCTION constexpr int coefficient_index(int n, int m) {
+  return n * n + n + m;
+}
 
 /// Throws kfmm::Error unless 0 <= order <= max_order. `what` names the argument in the message.
 inline void check_order(int order, const char* what = "order") {

@@ -3,5 +3,7 @@
 
 namespace kfmm {
 /// kfmm's version, "major.minor.patch".
-inline const char* version_string() { return "0.1.0"; }
+inline const char* version_string() {
+  return "0.1.0";
+}
 }  // namespace kfmm

@@ -1,0 +1,468 @@
+/// \file p2p.hpp
+/// Near field: softened particle-particle interactions over the near list (leaf pairs).
+///
+/// Physics (Plummer softening eps, constant G, masses may be negative):
+///   a_i   = -G sum_{j != i} m_j (x_i - x_j) (r_ij^2 + eps^2)^(-3/2)
+///   phi_i = -G sum_{j != i} m_j (r_ij^2 + eps^2)^(-1/2).
+/// A pair with r^2 + eps^2 == 0 (coincident particles without softening) has no defined force; it is
+/// skipped (contributes nothing) rather than producing inf/NaN. The i == j term is masked *before* the
+/// reciprocal square root, so softening 0 never produces a NaN and softening > 0 never adds the
+/// spurious self-potential -G m_i / eps.
+///
+/// Design (docs/kernels.md): the near list is cut into chunks of at most `leaves_per_chunk` source
+/// leaves of one target leaf (csr_chunks.hpp), so long rows spread over several teams and empty rows
+/// cost nothing. Each chunk owns its target particles: sums live in registers and each target entry
+/// is written once (a split row's chunks write partial blocks that a second pass sums in fixed order).
+///   - GPU backends: one team per chunk; the row's source particles are staged through team scratch in
+///     tiles of packed (x, y, z, m); each thread owns one target (threads beyond the leaf size take
+///     interleaved slices of the tile, reduced in fixed order at the end); the self leaf is one extra
+///     masked pass over the target leaf.
+///   - host backends: one thread per chunk; targets in blocks of W lanes against one broadcast source,
+///     a fixed-trip inner loop the compiler vectorises (needs -fno-math-errno, which kfmm's targets use).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <type_traits>
+
+#include "kfmm/core/error.hpp"
+#include "kfmm/core/interaction_list.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
+#include "kfmm/core/particle_types.hpp"
+#include "kfmm/operators/csr_chunks.hpp"
+
+namespace kfmm {
+
+/// Options of the batched near-field operator `kfmm::p2p`.
+struct P2POptions {
+  /// With float data: sum each source tile (GPU) or source leaf (host) in float and accumulate across
+  /// them in double. Costs a few per cent and removes most of the float round-off growth with the
+  /// number of near sources. Ignored for double data.
+  bool accumulate_in_double = false;
+  /// P2P is deterministic by construction (each target is summed by one thread in a fixed order, split
+  /// rows are combined in chunk order); the flag is accepted for symmetry with M2LOptions and costs
+  /// nothing.
+  bool deterministic = true;
+  /// Most source leaves one work item takes from a row; longer rows are split. 0 = backend default
+  /// (32 on GPUs, 64 on host backends).
+  int leaves_per_chunk = 0;
+  /// Threads per team of the team (GPU) kernel; 0 = backend default (64 on GPUs; host backends then
+  /// run the one-thread-per-chunk vectorised kernel). A value on a host backend runs the team kernel
+  /// there (how the tests check the GPU code path on a CPU); above the backend's maximum it throws.
+  int team_size = 0;
+};
+
+/// One softened pair term (building block). With d = x_j - x_i, adds m_j d / (r^2+eps^2)^(3/2) to
+/// (ax, ay, az) and m_j / (r^2+eps^2)^(1/2) to phi; the caller multiplies by G (acceleration) and -G
+/// (potential) once per target. GuardZero (for eps2 == 0): a pair at zero distance adds nothing.
+template <bool GuardZero, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void p2p_pair(Real dx, Real dy, Real dz, Real mass, Real eps2, Real& ax, Real& ay,
+                                          Real& az, Real& phi) {
+  const Real r2 = dx * dx + dy * dy + dz * dz + eps2;
+  Real rinv;
+  if constexpr (GuardZero) {
+    rinv = r2 > Real(0) ? compat::rsqrt(r2) : Real(0);
+  } else {
+    rinv = compat::rsqrt(r2);
+  }
+  const Real mr = mass * rinv;
+  const Real mr3 = mr * rinv * rinv;
+  phi += mr;
+  ax += dx * mr3;
+  ay += dy * mr3;
+  az += dz * mr3;
+}
+
+/// One target against a block of sources (device building block). `xyzm` holds sources as packed
+/// (x, y, z, m) quadruples; sources begin, begin+step, ... < end are taken, except `masked` (the
+/// target itself in a self pass; -1 for none), which is excluded before the reciprocal square root.
+/// Adds the unscaled sums (see p2p_pair) to ax, ay, az, phi.
+template <bool GuardZero, bool Masked, class Real>
+KOKKOS_INLINE_FUNCTION void p2p_target_vs_sources(Real xi, Real yi, Real zi, const Real* xyzm, int begin,
+                                                  int end, int step, Real eps2, int masked, Real& ax,
+                                                  Real& ay, Real& az, Real& phi) {
+  for (int j = begin; j < end; j += step) {
+    const Real dx = xyzm[4 * j + 0] - xi;
+    const Real dy = xyzm[4 * j + 1] - yi;
+    const Real dz = xyzm[4 * j + 2] - zi;
+    Real mj = xyzm[4 * j + 3];
+    Real e2 = eps2;
+    if constexpr (Masked) {
+      // i == j: dx = dy = dz = 0; a unit r^2 and a zero mass make the term exactly zero.
+      const bool self = j == masked;
+      mj = self ? Real(0) : mj;
+      e2 = self ? Real(1) : e2;
+    }
+    p2p_pair<GuardZero>(dx, dy, dz, mj, e2, ax, ay, az, phi);
+  }
+}
+
+namespace detail {
+
+/// Host lanes: W targets against one source; the fixed-trip lane loop vectorises. Lane `lane_of_self`
+/// (the lane whose target is this source, on the target's own leaf; -1 for none) is masked.
+template <int W, bool GuardZero, bool Masked, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void p2p_lanes(const Real* xi, const Real* yi, const Real* zi, Real xj, Real yj,
+                                           Real zj, Real mj, Real eps2, int lane_of_self, Real* ax, Real* ay,
+                                           Real* az, Real* phi) {
+  for (int l = 0; l < W; ++l) {
+    const Real dx = xj - xi[l];
+    const Real dy = yj - yi[l];
+    const Real dz = zj - zi[l];
+    Real m = mj;
+    Real e2 = eps2;
+    if constexpr (Masked) {  // i == j: zero mass, unit r^2 (no 0 * inf)
+      const bool self = l == lane_of_self;
+      m = self ? Real(0) : m;
+      e2 = self ? Real(1) : e2;
+    }
+    p2p_pair<GuardZero>(dx, dy, dz, m, e2, ax[l], ay[l], az[l], phi[l]);
+  }
+}
+
+template <class Real>
+inline constexpr int p2p_host_lanes = sizeof(Real) == 4 ? 16 : 8;
+
+/// Shared state of the P2P kernels (host and team variants).
+template <class MemorySpace, class PosView, class MassView, class AccView, class PotView, class Real,
+          class Acc>
+struct P2PData {
+  Kokkos::View<const int*, MemorySpace> targets, sources;
+  Kokkos::View<const int* [2], MemorySpace> ranges;
+  PosView positions;
+  MassView masses;
+  AccView accelerations;
+  PotView potentials;
+  Kokkos::View<const int*, MemorySpace> chunk_row, chunk_begin, chunk_end, chunk_partial;
+  Kokkos::View<Acc*, MemorySpace> partial;
+  Acc G;
+  Real eps2;
+
+  /// Adds the finished sums of target `i` (global index) of a single-chunk row, or stores them in the
+  /// chunk's partial block at local target `t`.
+  KOKKOS_INLINE_FUNCTION void emit(int c, int i, int t, int q, Acc sum) const {
+    const int slot = chunk_partial(c);
+    if (slot >= 0) {
+      partial(slot + 4 * t + q) = sum;
+    } else if (q < 3) {
+      accelerations(i, q) += static_cast<typename AccView::non_const_value_type>(G * sum);
+    } else {
+      potentials(i) += static_cast<typename PotView::non_const_value_type>(-G * sum);
+    }
+  }
+};
+
+/// Host variant: one thread per chunk, W target lanes per source.
+template <bool GuardZero, class Data, class Real, class Acc>
+struct P2PHostKernel {
+  Data d;
+  static constexpr int W = p2p_host_lanes<Real>;
+
+  KOKKOS_INLINE_FUNCTION void operator()(int c) const {
+    const int r = d.chunk_row(c);
+    const int k0 = d.chunk_begin(c);
+    const int k1 = d.chunk_end(c);
+    const int tleaf = d.targets(r);
+    const int t0 = d.ranges(tleaf, 0);
+    const int t1 = d.ranges(tleaf, 1);
+    for (int tb = t0; tb < t1; tb += W) {
+      const int nl = (t1 - tb) < W ? (t1 - tb) : W;
+      Real xi[W], yi[W], zi[W];
+      for (int l = 0; l < W; ++l) {
+        const int i = tb + (l < nl ? l : nl - 1);
+        xi[l] = d.positions(i, 0);
+        yi[l] = d.positions(i, 1);
+        zi[l] = d.positions(i, 2);
+      }
+      Acc ax[W], ay[W], az[W], ph[W];
+      for (int l = 0; l < W; ++l) ax[l] = ay[l] = az[l] = ph[l] = Acc(0);
+      for (int k = k0; k < k1; ++k) {
+        const int sleaf = d.sources(k);
+        const int b = d.ranges(sleaf, 0);
+        const int e = d.ranges(sleaf, 1);
+        Real px[W], py[W], pz[W], pp[W];
+        for (int l = 0; l < W; ++l) px[l] = py[l] = pz[l] = pp[l] = Real(0);
+        if (sleaf == tleaf) {
+          for (int j = b; j < e; ++j) {
+            p2p_lanes<W, GuardZero, true>(xi, yi, zi, static_cast<Real>(d.positions(j, 0)),
+                                          static_cast<Real>(d.positions(j, 1)),
+                                          static_cast<Real>(d.positions(j, 2)),
+                                          static_cast<Real>(d.masses(j)), d.eps2, j - tb, px, py, pz, pp);
+          }
+        } else {
+          for (int j = b; j < e; ++j) {
+            p2p_lanes<W, GuardZero, false>(xi, yi, zi, static_cast<Real>(d.positions(j, 0)),
+                                           static_cast<Real>(d.positions(j, 1)),
+                                           static_cast<Real>(d.positions(j, 2)),
+                                           static_cast<Real>(d.masses(j)), d.eps2, -1, px, py, pz, pp);
+          }
+        }
+        for (int l = 0; l < W; ++l) {
+          ax[l] += px[l];
+          ay[l] += py[l];
+          az[l] += pz[l];
+          ph[l] += pp[l];
+        }
+      }
+      for (int l = 0; l < nl; ++l) {
+        d.emit(c, tb + l, tb - t0 + l, 0, ax[l]);
+        d.emit(c, tb + l, tb - t0 + l, 1, ay[l]);
+        d.emit(c, tb + l, tb - t0 + l, 2, az[l]);
+        d.emit(c, tb + l, tb - t0 + l, 3, ph[l]);
+      }
+    }
+  }
+};
+
+/// GPU variant: one team per chunk, source tiles in team scratch, one target per thread (see file comment).
+template <bool GuardZero, class ExecutionSpace, class Data, class Real, class Acc>
+struct P2PTeamKernel {
+  using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  Data d;
+  int tile;  // source particles per tile
+
+  static size_t scratch_bytes(int team_size, int tile) {
+    return 4 * sizeof(Real) * static_cast<size_t>(tile) + 4 * sizeof(Acc) * static_cast<size_t>(team_size) +
+           64;
+  }
+
+  KOKKOS_INLINE_FUNCTION void load(const Member& m, Real* buf, int at, int first, int count) const {
+    for (int q = m.team_rank(); q < count; q += m.team_size()) {
+      buf[4 * (at + q) + 0] = static_cast<Real>(d.positions(first + q, 0));
+      buf[4 * (at + q) + 1] = static_cast<Real>(d.positions(first + q, 1));
+      buf[4 * (at + q) + 2] = static_cast<Real>(d.positions(first + q, 2));
+      buf[4 * (at + q) + 3] = static_cast<Real>(d.masses(first + q));
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
+    const int c = m.league_rank();
+    const int r = d.chunk_row(c);
+    const int k0 = d.chunk_begin(c);
+    const int k1 = d.chunk_end(c);
+    const int tleaf = d.targets(r);
+    const int t0 = d.ranges(tleaf, 0);
+    const int nt = d.ranges(tleaf, 1) - t0;
+    if (nt <= 0) return;
+    const int T = m.team_size();
+    const int tid = m.team_rank();
+    Real* buf = static_cast<Real*>(m.team_shmem().get_shmem_aligned(4 * sizeof(Real) * tile, 16));
+    Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * sizeof(Acc) * T, 16));
+    const int nb = nt < T ? nt : T;  // targets per block
+    const int S = T / nb;            // slices: threads sharing one target
+    const int t = tid % nb;
+    const int s = tid / nb;
+    for (int tb = 0; tb < nt; tb += nb) {
+      const int nblk = (nt - tb) < nb ? (nt - tb) : nb;
+      const bool active = s < S && t < nblk;
+      const int i = t0 + tb + (t < nblk ? t : 0);
+      const Real xi = static_cast<Real>(d.positions(i, 0));
+      const Real yi = static_cast<Real>(d.positions(i, 1));
+      const Real zi = static_cast<Real>(d.positions(i, 2));
+      Acc ax = 0, ay = 0, az = 0, ph = 0;
+      bool has_self = false;
+      int k = k0;
+      int off = 0;
+      while (true) {
+        int fill = 0;
+        while (fill < tile && k < k1) {
+          const int sleaf = d.sources(k);
+          if (sleaf == tleaf) {
+            has_self = true;
+            ++k;
+            continue;
+          }
+          const int b = d.ranges(sleaf, 0) + off;
+          const int e = d.ranges(sleaf, 1);
+          const int take = (e - b) < (tile - fill) ? (e - b) : (tile - fill);
+          load(m, buf, fill, b, take);
+          fill += take;
+          if (b + take >= e) {
+            ++k;
+            off = 0;
+          } else {
+            off += take;
+          }
+        }
+        if (fill == 0) break;
+        m.team_barrier();
+        if (active) {
+          Real px = 0, py = 0, pz = 0, pp = 0;
+          p2p_target_vs_sources<GuardZero, false>(xi, yi, zi, buf, s, fill, S, d.eps2, -1, px, py, pz, pp);
+          ax += px;
+          ay += py;
+          az += pz;
+          ph += pp;
+        }
+        m.team_barrier();
+      }
+      if (has_self) {  // one extra pass over the own leaf, the diagonal masked before the rsqrt
+        for (int base = 0; base < nt; base += tile) {
+          const int take = (nt - base) < tile ? (nt - base) : tile;
+          load(m, buf, 0, t0 + base, take);
+          m.team_barrier();
+          if (active) {
+            Real px = 0, py = 0, pz = 0, pp = 0;
+            const int self = tb + t - base;
+            p2p_target_vs_sources<GuardZero, true>(xi, yi, zi, buf, s, take, S, d.eps2, self, px, py, pz, pp);
+            ax += px;
+            ay += py;
+            az += pz;
+            ph += pp;
+          }
+          m.team_barrier();
+        }
+      }
+      // fixed-order reduction over the slices of each target
+      red[4 * tid + 0] = active ? ax : Acc(0);
+      red[4 * tid + 1] = active ? ay : Acc(0);
+      red[4 * tid + 2] = active ? az : Acc(0);
+      red[4 * tid + 3] = active ? ph : Acc(0);
+      m.team_barrier();
+      for (int e = tid; e < 4 * nblk; e += T) {
+        const int tt = e / 4;
+        const int q = e % 4;
+        Acc sum = red[4 * tt + q];
+        for (int ss = 1; ss < S; ++ss) sum += red[4 * (ss * nb + tt) + q];
+        d.emit(c, t0 + tb + tt, tb + tt, q, sum);
+      }
+      m.team_barrier();
+    }
+  }
+};
+
+template <class ExecutionSpace, class Real, class Acc, class PosView, class MassView, class AccView,
+          class PotView>
+void p2p_impl(const ExecutionSpace& space,
+              const InteractionList<typename ExecutionSpace::memory_space>& near_list,
+              const Kokkos::View<const int* [2], typename ExecutionSpace::memory_space>& ranges,
+              const PosView& positions, const MassView& masses, double G, double softening,
+              const AccView& accelerations, const PotView& potentials, const P2POptions& options) {
+  using Mem = typename ExecutionSpace::memory_space;
+  constexpr bool host = is_host_execution_space<ExecutionSpace>;
+  const int per_chunk = options.leaves_per_chunk > 0 ? options.leaves_per_chunk : (host ? 64 : 32);
+  Kokkos::View<const int* [2], Mem> rng = ranges;
+  Kokkos::View<const int*, Mem> tgt = near_list.targets;
+  auto block = KOKKOS_LAMBDA(int r) {
+    const int leaf = tgt(r);
+    return 4 * (rng(leaf, 1) - rng(leaf, 0));
+  };
+  const CsrChunks<Mem> chunks = make_csr_chunks(space, near_list, per_chunk, block);
+  if (chunks.num_chunks == 0) return;
+
+  using Data = P2PData<Mem, PosView, MassView, AccView, PotView, Real, Acc>;
+  Data d;
+  d.targets = near_list.targets;
+  d.sources = near_list.sources;
+  d.ranges = ranges;
+  d.positions = positions;
+  d.masses = masses;
+  d.accelerations = accelerations;
+  d.potentials = potentials;
+  d.chunk_row = chunks.chunk_row;
+  d.chunk_begin = chunks.chunk_begin;
+  d.chunk_end = chunks.chunk_end;
+  d.chunk_partial = chunks.chunk_partial;
+  d.partial = Kokkos::View<Acc*, Mem>(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::p2p::partial"), chunks.partial_size);
+  d.G = static_cast<Acc>(G);
+  d.eps2 = static_cast<Real>(softening * softening);
+  const bool guard = !(d.eps2 > Real(0));
+
+  if (host && options.team_size == 0) {
+    using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+    if (guard) {
+      Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.num_chunks),
+                           P2PHostKernel<true, Data, Real, Acc>{d});
+    } else {
+      Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.num_chunks),
+                           P2PHostKernel<false, Data, Real, Acc>{d});
+    }
+  } else {
+    using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+    const int team = options.team_size > 0 ? options.team_size : 64;
+    const int tile = 2 * team;
+    auto run = [&](auto kernel) {
+      using K = decltype(kernel);
+      const auto scratch = Kokkos::PerTeam(K::scratch_bytes(team, tile));
+      const int max_team =
+          Policy(space, 1, 1).set_scratch_size(0, scratch).team_size_max(kernel, Kokkos::ParallelForTag());
+      require(team <= max_team, "p2p: team_size = ", team, " exceeds the backend's maximum of ", max_team);
+      Kokkos::parallel_for("kfmm::p2p", Policy(space, chunks.num_chunks, team).set_scratch_size(0, scratch),
+                           kernel);
+    };
+    if (guard) {
+      run(P2PTeamKernel<true, ExecutionSpace, Data, Real, Acc>{d, tile});
+    } else {
+      run(P2PTeamKernel<false, ExecutionSpace, Data, Real, Acc>{d, tile});
+    }
+  }
+
+  auto partial = d.partial;
+  auto acc = accelerations;
+  auto pot = potentials;
+  const Acc g = d.G;
+  combine_split_rows(
+      space, chunks, partial, block, KOKKOS_LAMBDA(int r, int e, Acc sum) {
+        const int i = rng(tgt(r), 0) + e / 4;
+        const int q = e % 4;
+        if (q < 3) {
+          acc(i, q) += static_cast<typename AccView::non_const_value_type>(g * sum);
+        } else {
+          pot(i) += static_cast<typename PotView::non_const_value_type>(-g * sum);
+        }
+      });
+}
+
+}  // namespace detail
+
+/// Near field over a CSR near list (see the file comment for the physics and the design).
+/// ADDS to `accelerations(i, 0..2)` and `potentials(i)` the softened interaction of every particle i
+/// of each target leaf `near_list.targets(r)` with the particles of the row's source leaves; the self
+/// pair (A, A), present once in the row of A, excludes i == j. `ranges(leaf, 0..1)` index the sorted
+/// particle arrays `positions`, `masses`, `accelerations`, `potentials` (all of one length N).
+/// Every View lives in `ExecutionSpace::memory_space`. Throws kfmm::Error for inconsistent sizes.
+template <class ExecutionSpace, class RangesView, class PosView, class MassView, class AccView, class PotView>
+void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSpace::memory_space>& near_list,
+         const RangesView& ranges, const PosView& positions, const MassView& masses, double G,
+         double softening, const AccView& accelerations, const PotView& potentials,
+         const P2POptions& options = {}) {
+  using Mem = typename ExecutionSpace::memory_space;
+  using Real = std::remove_const_t<typename PosView::value_type>;
+  static_assert(std::is_floating_point_v<Real>, "kfmm::p2p: positions must hold float or double");
+  static_assert(PosView::rank == 2 && AccView::rank == 2 && MassView::rank == 1 && PotView::rank == 1,
+                "kfmm::p2p: positions/accelerations are Real*[3], masses/potentials Real*");
+  static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, typename PosView::memory_space>::accessible &&
+                    Kokkos::SpaceAccessibility<ExecutionSpace, typename AccView::memory_space>::accessible,
+                "kfmm::p2p: Views must be accessible from the execution space");
+  const size_t n = positions.extent(0);
+  require(positions.extent(1) == 3, "p2p: positions must have 3 columns, has ", positions.extent(1));
+  require(accelerations.extent(1) == 3, "p2p: accelerations must have 3 columns, has ",
+          accelerations.extent(1));
+  require(masses.extent(0) == n, "p2p: masses has ", masses.extent(0), " entries, positions ", n);
+  require(accelerations.extent(0) == n, "p2p: accelerations has ", accelerations.extent(0),
+          " rows, positions ", n);
+  require(potentials.extent(0) == n, "p2p: potentials has ", potentials.extent(0), " entries, positions ", n);
+  require(ranges.extent(1) == 2, "p2p: ranges must have 2 columns");
+  require(near_list.offsets.extent(0) == near_list.targets.extent(0) + 1, "p2p: near_list.offsets has ",
+          near_list.offsets.extent(0), " entries, expected rows + 1 = ", near_list.targets.extent(0) + 1);
+  require(static_cast<long long>(near_list.sources.extent(0)) >= near_list.num_pairs(),
+          "p2p: near_list.sources has ", near_list.sources.extent(0), " entries, fewer than its ",
+          near_list.num_pairs(), " pairs");
+  require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
+  require(G == G && G > -1e300 && G < 1e300, "p2p: G = ", G, " must be finite");
+  require(options.leaves_per_chunk >= 0, "p2p: leaves_per_chunk = ", options.leaves_per_chunk,
+          " must be >= 0");
+  require(options.team_size >= 0, "p2p: team_size = ", options.team_size, " must be >= 0");
+  if (n == 0 || near_list.num_rows() == 0) return;
+  Kokkos::View<const int* [2], Mem> rng = ranges;
+  if (std::is_same_v<Real, float> && options.accumulate_in_double) {
+    detail::p2p_impl<ExecutionSpace, Real, double>(space, near_list, rng, positions, masses, G, softening,
+                                                   accelerations, potentials, options);
+  } else {
+    detail::p2p_impl<ExecutionSpace, Real, Real>(space, near_list, rng, positions, masses, G, softening,
+                                                 accelerations, potentials, options);
+  }
+}
+
+}  // namespace kfmm

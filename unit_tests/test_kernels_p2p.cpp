@@ -1,0 +1,418 @@
+// P2P near field and the O(N^2) direct sum against long-double references on the host.
+#include <catch2/catch_template_test_macros.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends.hpp"
+#include "kfmm/core/error.hpp"
+#include "kfmm/operators/direct_sum.hpp"
+#include "kfmm/operators/p2p.hpp"
+
+namespace {
+
+struct HostParticles {
+  std::vector<double> x, m;  // x: 3 per particle
+  int n() const { return static_cast<int>(m.size()); }
+};
+
+HostParticles random_particles(int n, unsigned seed, bool negative_masses = false) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  HostParticles p;
+  p.x.resize(3 * n);
+  p.m.resize(n);
+  for (int i = 0; i < n; ++i) {
+    for (int d = 0; d < 3; ++d) p.x[3 * i + d] = u(gen);
+    p.m[i] = negative_masses ? u(gen) : 0.5 + 0.5 * std::abs(u(gen));
+  }
+  return p;
+}
+
+// Long-double reference of sum over (i, j in listed leaf pairs, j != i); r^2+eps^2 == 0 pairs skipped.
+struct Reference {
+  std::vector<long double> a, phi;
+};
+
+void add_pair(const HostParticles& p, int i, int j, long double G, long double eps2, Reference& out) {
+  if (i == j) return;
+  long double d[3], r2 = eps2;
+  for (int c = 0; c < 3; ++c) {
+    d[c] = static_cast<long double>(p.x[3 * i + c]) - static_cast<long double>(p.x[3 * j + c]);
+    r2 += d[c] * d[c];
+  }
+  if (r2 == 0) return;
+  const long double rinv = 1.0L / std::sqrt(r2);
+  for (int c = 0; c < 3; ++c) out.a[3 * i + c] -= G * p.m[j] * d[c] * rinv * rinv * rinv;
+  out.phi[i] -= G * p.m[j] * rinv;
+}
+
+Reference direct_reference(const HostParticles& p, double G, double eps) {
+  Reference r{std::vector<long double>(3 * p.n(), 0.0L), std::vector<long double>(p.n(), 0.0L)};
+  for (int i = 0; i < p.n(); ++i)
+    for (int j = 0; j < p.n(); ++j) add_pair(p, i, j, G, static_cast<long double>(eps) * eps, r);
+  return r;
+}
+
+// Leaves = consecutive runs of the given sizes; near list rows given on the host.
+struct HostList {
+  std::vector<int> ranges;  // 2 per leaf
+  std::vector<int> targets, offsets{0}, sources;
+  void row(int target, const std::vector<int>& src) {
+    targets.push_back(target);
+    sources.insert(sources.end(), src.begin(), src.end());
+    offsets.push_back(static_cast<int>(sources.size()));
+  }
+};
+
+HostList leaves_of_sizes(const std::vector<int>& sizes) {
+  HostList l;
+  int at = 0;
+  for (int s : sizes) {
+    l.ranges.push_back(at);
+    l.ranges.push_back(at + s);
+    at += s;
+  }
+  return l;
+}
+
+Reference list_reference(const HostParticles& p, const HostList& l, double G, double eps) {
+  Reference r{std::vector<long double>(3 * p.n(), 0.0L), std::vector<long double>(p.n(), 0.0L)};
+  const long double eps2 = static_cast<long double>(eps) * eps;
+  for (size_t row = 0; row < l.targets.size(); ++row) {
+    const int a = l.targets[row];
+    for (int k = l.offsets[row]; k < l.offsets[row + 1]; ++k) {
+      const int b = l.sources[k];
+      for (int i = l.ranges[2 * a]; i < l.ranges[2 * a + 1]; ++i)
+        for (int j = l.ranges[2 * b]; j < l.ranges[2 * b + 1]; ++j) add_pair(p, i, j, G, eps2, r);
+    }
+  }
+  return r;
+}
+
+template <class View>
+View int_view(const std::vector<int>& v, const char* label) {
+  View d(std::string(label), v.size());
+  auto h = Kokkos::create_mirror_view(d);
+  for (size_t i = 0; i < v.size(); ++i) h(i) = v[i];
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+template <class Space>
+struct DeviceProblem {
+  using Mem = typename Space::memory_space;
+  kfmm::InteractionList<Mem> list;
+  Kokkos::View<int* [2], Mem> ranges;
+};
+
+template <class Space>
+DeviceProblem<Space> upload(const HostList& l) {
+  using Mem = typename Space::memory_space;
+  DeviceProblem<Space> d;
+  d.list.targets = int_view<Kokkos::View<int*, Mem>>(l.targets, "targets");
+  d.list.offsets = int_view<Kokkos::View<int*, Mem>>(l.offsets, "offsets");
+  d.list.sources = int_view<Kokkos::View<int*, Mem>>(l.sources, "sources");
+  d.ranges = Kokkos::View<int* [2], Mem>("ranges", l.ranges.size() / 2);
+  auto h = Kokkos::create_mirror_view(d.ranges);
+  for (size_t i = 0; i < l.ranges.size() / 2; ++i) {
+    h(i, 0) = l.ranges[2 * i];
+    h(i, 1) = l.ranges[2 * i + 1];
+  }
+  Kokkos::deep_copy(d.ranges, h);
+  return d;
+}
+
+template <class Real, class Space>
+struct DeviceParticles {
+  using Mem = typename Space::memory_space;
+  Kokkos::View<Real*[3], Mem> x, a;
+  Kokkos::View<Real*, Mem> m, phi;
+};
+
+template <class Real, class Space>
+DeviceParticles<Real, Space> upload(const HostParticles& p) {
+  using Mem = typename Space::memory_space;
+  DeviceParticles<Real, Space> d;
+  d.x = Kokkos::View<Real* [3], Mem>("x", p.n());
+  d.a = Kokkos::View<Real* [3], Mem>("a", p.n());
+  d.m = Kokkos::View<Real*, Mem>("m", p.n());
+  d.phi = Kokkos::View<Real*, Mem>("phi", p.n());
+  auto hx = Kokkos::create_mirror_view(d.x);
+  auto hm = Kokkos::create_mirror_view(d.m);
+  for (int i = 0; i < p.n(); ++i) {
+    for (int c = 0; c < 3; ++c) hx(i, c) = static_cast<Real>(p.x[3 * i + c]);
+    hm(i) = static_cast<Real>(p.m[i]);
+  }
+  Kokkos::deep_copy(d.x, hx);
+  Kokkos::deep_copy(d.m, hm);
+  return d;
+}
+
+// Max over particles of |result - reference| / (max |reference| over all particles), per field.
+template <class AccView, class PotView>
+void expect_close(const AccView& a, const PotView& phi, const Reference& ref, double tol) {
+  auto ha = kfmm_test::to_host(a);
+  auto hp = kfmm_test::to_host(phi);
+  const int n = static_cast<int>(ref.phi.size());
+  long double amax = 0, pmax = 0, aerr = 0, perr = 0;
+  for (int i = 0; i < n; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      amax = std::max(amax, std::abs(ref.a[3 * i + c]));
+      REQUIRE(std::isfinite(static_cast<double>(ha(i, c))));
+      aerr = std::max(aerr, std::abs(static_cast<long double>(ha(i, c)) - ref.a[3 * i + c]));
+    }
+    REQUIRE(std::isfinite(static_cast<double>(hp(i))));
+    pmax = std::max(pmax, std::abs(ref.phi[i]));
+    perr = std::max(perr, std::abs(static_cast<long double>(hp(i)) - ref.phi[i]));
+  }
+  CHECK(static_cast<double>(aerr) <= tol * static_cast<double>(std::max(amax, 1e-300L)));
+  CHECK(static_cast<double>(perr) <= tol * static_cast<double>(std::max(pmax, 1e-300L)));
+}
+
+template <class View>
+bool bitwise_equal(const View& a, const View& b) {
+  auto ha = kfmm_test::to_host(a);
+  auto hb = kfmm_test::to_host(b);
+  if (ha.size() != hb.size()) return false;
+  return std::equal(ha.data(), ha.data() + ha.size(), hb.data());
+}
+
+// All leaves of the given sizes, every leaf against every leaf (self pair included): p2p == direct sum.
+HostList all_pairs(const std::vector<int>& sizes) {
+  HostList l = leaves_of_sizes(sizes);
+  const int nl = static_cast<int>(sizes.size());
+  for (int a = 0; a < nl; ++a) {
+    std::vector<int> src;
+    for (int b = 0; b < nl; ++b) src.push_back((a + b) % nl);  // self pair not first
+    l.row(a, src);
+  }
+  return l;
+}
+
+// Team sizes to try: 0 (backend default) plus explicit teams, which on host backends run the GPU
+// (team) kernel; odd sizes leave threads without a full slice.
+template <class Space>
+std::vector<int> team_sizes(const Space& space) {
+  const int c = std::min(kfmm::compat::concurrency(space), 5);
+  std::vector<int> t = {0, 1};
+  if (c > 1) t.push_back(c);
+  return t;
+}
+
+int total(const std::vector<int>& s) {
+  int t = 0;
+  for (int v : s) t += v;
+  return t;
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("direct_sum matches a long double reference", "[kernels][direct_sum]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  Space space;
+  for (int n : {0, 1, 2, 3, 37, 200}) {
+    for (double eps : {0.0, 0.05}) {
+      auto p = random_particles(n, 11 + n, /*negative_masses=*/n == 37);
+      auto ref = direct_reference(p, 1.5, eps);
+      auto d = upload<double, Space>(p);
+      kfmm::direct_sum(space, d.x, d.m, 1.5, eps, d.a, d.phi);
+      expect_close(d.a, d.phi, ref, 1e-13);
+      for (int team : team_sizes(space)) {  // the GPU (team) variant, run on this backend
+        if (team == 0) continue;
+        Kokkos::View<const int*, typename Space::memory_space> none;
+        kfmm::detail::direct_sum_impl<false>(space, d.x, d.m, 1.5, eps, none, n, d.a, d.phi, team);
+        expect_close(d.a, d.phi, ref, 1e-13);
+      }
+      auto f = upload<float, Space>(p);
+      // float inputs, double outputs: the reference of the rounded positions is met to double precision
+      HostParticles pr = p;
+      for (auto& v : pr.x) v = static_cast<float>(v);
+      for (auto& v : pr.m) v = static_cast<float>(v);
+      auto reff = direct_reference(pr, 1.5, eps);
+      kfmm::direct_sum(space, f.x, f.m, 1.5, eps, d.a, d.phi);
+      expect_close(d.a, d.phi, reff, 1e-13);
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("direct_sum handles coincident points", "[kernels][direct_sum]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  Space space;
+  HostParticles p;
+  p.x = {0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};  // particles 0, 1, 3 coincide
+  p.m = {1, 2, 3, 4};
+  for (double eps : {0.0, 0.1}) {
+    auto ref = direct_reference(p, 1.0, eps);
+    auto d = upload<double, Space>(p);
+    kfmm::direct_sum(space, d.x, d.m, 1.0, eps, d.a, d.phi);
+    expect_close(d.a, d.phi, ref, 1e-14);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("direct_sum on a subset equals the full sum", "[kernels][direct_sum]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using Mem = typename Space::memory_space;
+  Space space;
+  auto p = random_particles(301, 5);
+  auto d = upload<float, Space>(p);
+  Kokkos::View<double* [3], Mem> a("a", p.n());
+  Kokkos::View<double*, Mem> phi("phi", p.n());
+  kfmm::direct_sum(space, d.x, d.m, 1.0, 0.01, a, phi);
+  const std::vector<int> sample = {300, 0, 17, 17, 150, 1, 299, 64};
+  auto t = int_view<Kokkos::View<int*, Mem>>(sample, "targets");
+  Kokkos::View<double* [3], Mem> as("as", sample.size());
+  Kokkos::View<double*, Mem> ps("ps", sample.size());
+  kfmm::direct_sum(space, d.x, d.m, 1.0, 0.01, as, ps, t);
+  auto ha = kfmm_test::to_host(a);
+  auto hp = kfmm_test::to_host(phi);
+  auto has = kfmm_test::to_host(as);
+  auto hps = kfmm_test::to_host(ps);
+  for (size_t k = 0; k < sample.size(); ++k) {
+    for (int c = 0; c < 3; ++c) CHECK(has(k, c) == ha(sample[k], c));
+    CHECK(hps(k) == hp(sample[k]));
+  }
+  // an empty sample is fine; a bad index and bad sizes throw
+  Kokkos::View<int*, Mem> none("none", 0);
+  Kokkos::View<double* [3], Mem> a0("a0", 0);
+  Kokkos::View<double*, Mem> p0("p0", 0);
+  kfmm::direct_sum(space, d.x, d.m, 1.0, 0.0, a0, p0, none);
+  auto bad = int_view<Kokkos::View<int*, Mem>>({0, 301}, "bad");
+  Kokkos::View<double* [3], Mem> a2("a2", 2);
+  Kokkos::View<double*, Mem> p2("p2", 2);
+  CHECK_THROWS_AS(kfmm::direct_sum(space, d.x, d.m, 1.0, 0.0, a2, p2, bad), kfmm::Error);
+  CHECK_THROWS_AS(kfmm::direct_sum(space, d.x, d.m, 1.0, 0.0, as, ps), kfmm::Error);
+  CHECK_THROWS_AS(kfmm::direct_sum(space, d.x, d.m, 1.0, -1.0, a, phi), kfmm::Error);
+}
+
+TEMPLATE_LIST_TEST_CASE("p2p over all leaf pairs equals the direct sum", "[kernels][p2p]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  Space space;
+  // leaf sizes include empty leaves, single particles and leaves larger than a GPU team / host lane block
+  const std::vector<std::vector<int>> layouts = {
+      {}, {1}, {2}, {1, 1}, {5, 0, 17, 1, 33, 3}, {130, 7, 64, 65}};
+  for (const auto& sizes : layouts) {
+    const int n = total(sizes);
+    auto list = all_pairs(sizes);
+    auto dev = upload<Space>(list);
+    for (double eps : {0.0, 0.03}) {
+      auto p = random_particles(n, 100 + n, /*negative_masses=*/true);
+      auto ref = direct_reference(p, 0.7, eps);
+      auto d = upload<double, Space>(p);
+      for (int team : team_sizes(space)) {
+        for (int per_chunk : {0, 1, 2}) {
+          Kokkos::deep_copy(d.a, 0.0);
+          Kokkos::deep_copy(d.phi, 0.0);
+          kfmm::P2POptions opt;
+          opt.leaves_per_chunk = per_chunk;
+          opt.team_size = team;
+          kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 0.7, eps, d.a, d.phi, opt);
+          expect_close(d.a, d.phi, ref, 1e-13);
+        }
+      }
+      auto f = upload<float, Space>(p);
+      for (int k = 0; k < 4; ++k) {
+        Kokkos::deep_copy(f.a, 0.0f);
+        Kokkos::deep_copy(f.phi, 0.0f);
+        kfmm::P2POptions opt;
+        opt.accumulate_in_double = k % 2 == 1;
+        opt.team_size = k < 2 ? 0 : 1;
+        kfmm::p2p(space, dev.list, dev.ranges, f.x, f.m, 0.7, eps, f.a, f.phi, opt);
+        expect_close(f.a, f.phi, ref, 2e-5);
+      }
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("p2p adds and handles coincident points", "[kernels][p2p]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  Space space;
+  HostParticles p;
+  p.x = {0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0.5, 0.5, 0.5};  // 0, 1, 3 coincide
+  p.m = {1, 2, 3, 4, 5};
+  auto list = all_pairs({2, 3});
+  auto dev = upload<Space>(list);
+  for (double eps : {0.0, 0.2}) {
+    auto ref = direct_reference(p, 1.0, eps);
+    auto d = upload<double, Space>(p);
+    // results are ADDED: start from 1 and subtract it on the host side of the reference
+    Kokkos::deep_copy(d.a, 1.0);
+    Kokkos::deep_copy(d.phi, 1.0);
+    for (auto& v : ref.a) v += 1;
+    for (auto& v : ref.phi) v += 1;
+    kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, eps, d.a, d.phi);
+    expect_close(d.a, d.phi, ref, 1e-14);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("p2p on sparse random lists with long and empty rows", "[kernels][p2p]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  Space space;
+  std::mt19937 gen(3);
+  std::vector<int> sizes;
+  for (int i = 0; i < 60; ++i) sizes.push_back(static_cast<int>(gen() % 40));
+  const int n = total(sizes);
+  HostList list = leaves_of_sizes(sizes);
+  for (int a = 0; a < 60; ++a) {
+    std::vector<int> src;
+    if (a % 7 == 3) {      // empty row
+    } else if (a == 10) {  // very long row: every leaf, twice (sources may repeat), self once
+      for (int b = 0; b < 60; ++b)
+        if (b != a) src.push_back(b);
+      for (int b = 0; b < 60; ++b) src.push_back(b);
+    } else {
+      for (int b = 0; b < 60; ++b)
+        if (b == a || gen() % 5 == 0) src.push_back(b);
+    }
+    if (a % 11 != 5) list.row(a, src);  // some leaves have no row at all
+  }
+  auto dev = upload<Space>(list);
+  auto p = random_particles(n, 9);
+  auto ref = list_reference(p, list, 2.0, 0.0);
+  auto d = upload<double, Space>(p);
+  std::vector<Kokkos::View<double* [3], typename Space::memory_space>> runs;
+  for (int rep = 0; rep < 4; ++rep) {
+    Kokkos::deep_copy(d.a, 0.0);
+    Kokkos::deep_copy(d.phi, 0.0);
+    kfmm::P2POptions opt;
+    opt.leaves_per_chunk = 4;
+    opt.team_size = rep < 2 ? 0 : team_sizes(space).back();
+    kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 2.0, 0.0, d.a, d.phi, opt);
+    expect_close(d.a, d.phi, ref, 1e-13);
+    Kokkos::View<double* [3], typename Space::memory_space> copy("copy", n);
+    Kokkos::deep_copy(copy, d.a);
+    runs.push_back(copy);
+  }
+  CHECK(bitwise_equal(runs[0], runs[1]));  // deterministic, host kernel
+  CHECK(bitwise_equal(runs[2], runs[3]));  // deterministic, team kernel
+}
+
+TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using Mem = typename Space::memory_space;
+  Space space;
+  auto list = all_pairs({3});
+  auto dev = upload<Space>(list);
+  auto p = random_particles(3, 1);
+  auto d = upload<double, Space>(p);
+  Kokkos::View<double*, Mem> short_phi("phi", 2);
+  CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, short_phi), kfmm::Error);
+  CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, -0.1, d.a, d.phi), kfmm::Error);
+  kfmm::InteractionList<Mem> broken = dev.list;
+  broken.offsets = Kokkos::View<int*, Mem>("offsets", 1);
+  CHECK_THROWS_AS(kfmm::p2p(space, broken, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi), kfmm::Error);
+  kfmm::P2POptions huge_team;
+  huge_team.team_size = 1 << 20;
+  CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, huge_team),
+                  kfmm::Error);
+}

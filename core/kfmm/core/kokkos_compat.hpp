@@ -53,6 +53,15 @@ KOKKOS_INLINE_FUNCTION double rsqrt(double x) {
 #endif
 }
 
+/// `KFMM_PRAGMA_UNROLL` before a loop asks device compilers (CUDA, HIP) to unroll it completely
+/// when its trip count is a compile-time constant (operators templated on the expansion order).
+/// Host compilers get nothing: their own heuristics decide, and runtime-order loops stay compact.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define KFMM_PRAGMA_UNROLL _Pragma("unroll")
+#else
+#define KFMM_PRAGMA_UNROLL
+#endif
+
 /// True when the translation unit is compiled for a device (the code path inside a GPU kernel).
 KOKKOS_INLINE_FUNCTION constexpr bool on_device() {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)

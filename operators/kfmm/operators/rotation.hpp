@@ -1,0 +1,330 @@
+/// \file rotation.hpp
+/// Rotations of real solid-harmonic expansions (packed layout of kfmm/core/expansion_layout.hpp),
+/// the building blocks of the O(p^3) rotation-based translations (M2L, M2M, L2L).
+///
+/// Convention. For an orthogonal map Q of R^3, the regular harmonics of degree n transform among
+/// themselves: R_n(Q y) = A_n(Q) R_n(y) (R_n the vector of the 2n+1 harmonics of degree n), and
+/// A(Q1 Q2) = A(Q1) A(Q2). Two kinds of A are used:
+///  - Dz(alpha) = A(rotation by alpha about z): a 2x2 rotation of each (m, -m) pair,
+///      out[m] = cos(m alpha) v[m] - sin(m alpha) v[-m],  out[-m] = sin(m alpha) v[m] + cos(m alpha) v[-m];
+///  - B = A(S) for the constant swap S(x, y, z) = (x, z, y). S^2 = 1, so B^2 = 1 (B is its own
+///    inverse). S Rz(alpha) S = Ry(-alpha), so a rotation about y is B Dz(alpha) B: the only
+///    non-diagonal blocks are the constant B's (Dehnen 2014, arXiv:1405.2255, section A.6.1, eqs.
+///    63-64, uses the same idea with an x <-> z swap).
+///
+/// A multipole M_n^m = sum_j mu_j R_n^m(y_j) becomes A M in the frame y' = Q y; a local expansion
+/// L (potential = sum L_n^m R_n^m(y)) becomes A^{-T} L, and comes back as A^T L.
+///
+/// In Dehnen's normalisation A is not orthogonal and B's entries span many orders of magnitude,
+/// which costs precision at high order. The rotations are therefore applied to NORMALISED
+/// coefficients (D M for multipoles, D^{-1} L for locals, D of expansion_scale), on which every
+/// rotation is orthogonal: O = D A D^{-1}, O^{-1} = O^T, and the swap block D B D^{-1} is symmetric.
+///
+/// The alignment used by every translation with displacement t = (tx, ty, tz), |t| = r:
+///   Q = Ry(-theta) Rz(-phi) = S Rz(theta) S Rz(-phi),  A(Q) = B Dz(theta) B Dz(-phi),  Q t = r e_z,
+/// with phi the azimuth of t (cos phi = tx/rho, sin phi = ty/rho, rho = sqrt(tx^2 + ty^2); phi = 0 on
+/// the z axis) and theta its polar angle (cos theta = tz/r, sin theta = rho/r). cos(m alpha) and
+/// sin(m alpha) come from the angle-addition recurrence, so there is no trigonometric call, and the
+/// z axis (rho = 0, theta = 0 or pi) is exact.
+///
+/// The B tables are computed at compile time (constexpr) from the degree-lowering relations of the
+/// harmonics: d/dz f = (d/dy R_n)(S y) etc. for f(y) = R_n(S y) give
+///   B_n G_x = G_x B_{n-1},  B_n G_y = G_z B_{n-1},  B_n G_z = G_y B_{n-1}
+/// (G_a the lowering matrices of harmonic_lowering_x/_y, G_z the identity shift), which determine
+/// B_n column by column from B_{n-1}; B_0 = 1. Only about a quarter of the entries are non-zero, at
+/// positions known in closed form (swap_column_sign / swap_first_column), and only those are visited.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
+#include "kfmm/operators/solid_harmonics.hpp"
+
+namespace kfmm {
+
+namespace detail {
+
+/// Offset of the (2n+1) x (2n+1) block of degree n in the swap table: sum_{j<n} (2j+1)^2.
+KOKKOS_INLINE_FUNCTION constexpr int swap_block_offset(int n) {
+  return n * (2 * n - 1) * (2 * n + 1) / 3;
+}
+
+inline constexpr int swap_table_size = swap_block_offset(max_order + 1);
+
+/// Dense row-major blocks B_n (rows m = -n..n, columns k = -n..n) for n = 0..max_order.
+struct SwapTable {
+  double v[swap_table_size];
+};
+
+KOKKOS_INLINE_FUNCTION constexpr int iabs(int i) {
+  return i < 0 ? -i : i;
+}
+
+KOKKOS_INLINE_FUNCTION constexpr double swap_previous(const SwapTable& t, int n, int m, int k) {
+  // Entry (m, k) of B_n, zero outside the block.
+  return (iabs(m) <= n && iabs(k) <= n) ? t.v[swap_block_offset(n) + (m + n) * (2 * n + 1) + (k + n)] : 0.0;
+}
+
+KOKKOS_INLINE_FUNCTION constexpr SwapTable make_swap_table() {
+  SwapTable t{};
+  t.v[0] = 1.0;
+  for (int n = 1; n <= max_order; ++n) {
+    const int o = swap_block_offset(n), w = 2 * n + 1;
+    for (int m = -n; m <= n; ++m) {
+      double* row = t.v + o + (m + n) * w;
+      // Columns |k| <= n-1 from B_n G_z = G_y B_{n-1} (G_z is the identity shift of degree).
+      for (int k = -(n - 1); k <= n - 1; ++k) {
+        double s = 0.0;
+        for (int j = -(n - 1); j <= n - 1; ++j)
+          s += harmonic_lowering_y(m, j) * swap_previous(t, n - 1, j, k);
+        row[k + n] = s;
+      }
+      // Column k = n from column n-1 of B_n G_x = G_x B_{n-1}: only R_n^n among the unknown
+      // columns feeds R_{n-1}^{n-1} under d/dx, with coefficient 1/2.
+      double gx = 0.0;
+      for (int j = -(n - 1); j <= n - 1; ++j)
+        gx += harmonic_lowering_x(m, j) * swap_previous(t, n - 1, j, n - 1);
+      for (int k = -(n - 1); k <= n - 1; ++k) gx -= row[k + n] * harmonic_lowering_x(k, n - 1);
+      row[2 * n] = 2.0 * gx;
+      // Column k = -n from column n-1 of B_n G_y = G_z B_{n-1}: only R_n^-n among the unknown
+      // columns feeds R_{n-1}^{n-1} under d/dy, with coefficient 1/2.
+      double gy = swap_previous(t, n - 1, m, n - 1);
+      for (int k = -(n - 1); k <= n - 1; ++k) gy -= row[k + n] * harmonic_lowering_y(k, n - 1);
+      row[0] = 2.0 * gy;
+    }
+  }
+  return t;
+}
+
+/// Scale factors between Dehnen's normalisation and an orthonormal real basis:
+///   D_n^m = sqrt((n - |m|)! (n + |m|)!) * (|m| > 0 ? sqrt 2 : 1).
+/// The scaled coefficients (D M for multipoles, D^{-1} L for locals) transform under rotations with
+/// the orthogonal matrices O = D A D^{-1}, so round-off is not amplified by the factorial spread of
+/// the raw B blocks (whose entries span 2^n .. 1/(2^n n!)): at p = 16 the raw blocks lose about
+/// 8 digits in fp32 and 3 in fp64, the orthogonal ones none (measured, docs/operators.md).
+struct ScaleTable {
+  double scale[num_coefficients(max_order)];
+  double inverse[num_coefficients(max_order)];
+};
+
+/// sqrt for constant evaluation (Newton from above; exact to an ulp for the factorials used here).
+KOKKOS_INLINE_FUNCTION constexpr double constexpr_sqrt(double x) {
+  if (!(x > 0.0)) return 0.0;
+  double g = x > 1.0 ? x : 1.0;
+  while (g * g > 4.0 * x) g *= 0.5;
+  for (int i = 0; i < 100; ++i) {
+    const double next = 0.5 * (g + x / g);
+    if (next == g) break;
+    g = next;
+  }
+  return g;
+}
+
+KOKKOS_INLINE_FUNCTION constexpr ScaleTable make_scale_table() {
+  ScaleTable t{};
+  double factorial[2 * max_order + 1] = {};
+  factorial[0] = 1.0;
+  for (int i = 1; i <= 2 * max_order; ++i) factorial[i] = factorial[i - 1] * i;
+  for (int n = 0; n <= max_order; ++n) {
+    for (int m = -n; m <= n; ++m) {
+      const int am = iabs(m);
+      const double d = constexpr_sqrt(factorial[n - am] * factorial[n + am] * (am > 0 ? 2.0 : 1.0));
+      t.scale[coefficient_index(n, m)] = d;
+      t.inverse[coefficient_index(n, m)] = 1.0 / d;
+    }
+  }
+  return t;
+}
+
+/// The orthogonal (and, B being an involution, symmetric) blocks D_n B_n D_n^{-1}.
+KOKKOS_INLINE_FUNCTION constexpr SwapTable make_normalised_swap_table() {
+  const SwapTable raw = make_swap_table();
+  const ScaleTable d = make_scale_table();
+  SwapTable t{};
+  for (int n = 0; n <= max_order; ++n) {
+    for (int m = -n; m <= n; ++m) {
+      for (int k = -n; k <= n; ++k) {
+        const int i = swap_block_offset(n) + (m + n) * (2 * n + 1) + (k + n);
+        t.v[i] = d.scale[coefficient_index(n, m)] * raw.v[i] * d.inverse[coefficient_index(n, k)];
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace detail
+
+/// D_n^m of detail::ScaleTable (orthonormal-basis scale of coefficient (n, m)), in double.
+KOKKOS_INLINE_FUNCTION double expansion_scale(int n, int m) {
+  static constexpr detail::ScaleTable table = detail::make_scale_table();
+  return table.scale[coefficient_index(n, m)];
+}
+/// 1 / D_n^m.
+KOKKOS_INLINE_FUNCTION double expansion_inverse_scale(int n, int m) {
+  static constexpr detail::ScaleTable table = detail::make_scale_table();
+  return table.inverse[coefficient_index(n, m)];
+}
+
+/// Entry (m, k) of the raw swap block B_n (Dehnen normalisation; |m|, |k| <= n <= max_order).
+/// Kept for tests and documentation; the operators use normalised_swap_coefficient.
+KOKKOS_INLINE_FUNCTION double swap_coefficient(int n, int m, int k) {
+  static constexpr detail::SwapTable table = detail::make_swap_table();
+  return table.v[detail::swap_block_offset(n) + (m + n) * (2 * n + 1) + (k + n)];
+}
+
+/// Entry (m, k) of the orthogonal swap block D_n B_n D_n^{-1} (symmetric: (m, k) == (k, m)).
+/// Callable on the host and in kernels: the table is a constant-initialised static, and with
+/// constant arguments (compile-time order, unrolled loops) the load folds to an immediate.
+KOKKOS_INLINE_FUNCTION double normalised_swap_coefficient(int n, int m, int k) {
+  static constexpr detail::SwapTable table = detail::make_normalised_swap_table();
+  return table.v[detail::swap_block_offset(n) + (m + n) * (2 * n + 1) + (k + n)];
+}
+
+/// Sparsity of B_n (and, the pattern being symmetric, of B_n^T): row m has non-zeros only in the
+/// columns k = sign * j, j = swap_first_column(n, m), +2, ..., <= n. The swap S keeps x and
+/// exchanges y and z, so parities in x, y, z decide: sign = +1 (cosine columns) iff n - |m| is even;
+/// |k| has the parity of n for m >= 0 and of n + 1 for m < 0.
+KOKKOS_INLINE_FUNCTION constexpr int swap_column_sign(int n, int m) {
+  return ((n - detail::iabs(m)) % 2 == 0) ? 1 : -1;
+}
+KOKKOS_INLINE_FUNCTION constexpr int swap_first_column(int n, int m) {
+  const int j0 = (m >= 0) ? (n & 1) : ((n + 1) & 1);
+  return (j0 == 0 && swap_column_sign(n, m) < 0) ? 2 : j0;
+}
+
+/// cos and sin of the azimuth (phi) and polar angle (theta) of a displacement, and its length:
+/// everything a rotation-based translation needs, from one square root and one reciprocal square
+/// root (no trigonometric call).
+template <class Real>
+struct RotationAngles {
+  Real r;       ///< |t|
+  Real rinv;    ///< 1 / |t|
+  Real cphi;    ///< cos(phi) = tx / rho (1 on the z axis)
+  Real sphi;    ///< sin(phi) = ty / rho (0 on the z axis)
+  Real ctheta;  ///< cos(theta) = tz / r
+  Real stheta;  ///< sin(theta) = rho / r
+};
+
+/// Angles of the displacement (tx, ty, tz). On the z axis (rho == 0) phi = 0, so +z gives
+/// theta = 0 (the identity) and -z theta = pi, both exact. A zero displacement gives the identity
+/// rotation with r = rinv = 0 (an M2M/L2L shift by zero is then the identity; an M2L between
+/// coincident centres is undefined and yields zeros, never NaN).
+template <class Real>
+KOKKOS_INLINE_FUNCTION RotationAngles<Real> rotation_angles(Real tx, Real ty, Real tz) {
+  RotationAngles<Real> a;
+  const Real rho2 = tx * tx + ty * ty;
+  const Real r2 = rho2 + tz * tz;
+  if (!(r2 > Real(0))) {  // zero displacement: the identity rotation and r = rinv = 0 (no NaN)
+    a.r = a.rinv = a.sphi = a.stheta = Real(0);
+    a.cphi = a.ctheta = Real(1);
+    return a;
+  }
+  const Real rho = compat::sqrt(rho2);
+  a.rinv = compat::rsqrt(r2);
+  a.r = r2 * a.rinv;
+  if (rho > Real(0)) {
+    const Real rhoinv = Real(1) / rho;
+    a.cphi = tx * rhoinv;
+    a.sphi = ty * rhoinv;
+  } else {
+    a.cphi = Real(1);
+    a.sphi = Real(0);
+  }
+  a.ctheta = tz * a.rinv;
+  a.stheta = rho * a.rinv;
+  return a;
+}
+
+namespace detail {
+/// The order actually used: the compile-time P when P >= 0, else the runtime order.
+template <int P>
+KOKKOS_FORCEINLINE_FUNCTION constexpr int effective_order(int order) {
+  return P >= 0 ? P : order;
+}
+/// Capacity of per-expansion buffers: (P+1)^2 for a compile-time order, else the maximum order.
+template <int P>
+inline constexpr int buffer_order = P >= 0 ? P : max_order;
+}  // namespace detail
+
+/// In place: a <- Dz(alpha) a for an expansion of order p (P >= 0: compile-time order, the runtime
+/// `order` is ignored; P = -1: runtime order). (c, s) = (cos alpha, sin alpha).
+template <int P = -1, class Real>
+KOKKOS_INLINE_FUNCTION void rotate_z(int order, Real c, Real s, Real* a) {
+  const int p = detail::effective_order<P>(order);
+  Real cm = Real(1), sm = Real(0);
+  KFMM_PRAGMA_UNROLL
+  for (int m = 1; m <= p; ++m) {
+    const Real cn = cm * c - sm * s;
+    sm = sm * c + cm * s;
+    cm = cn;
+    KFMM_PRAGMA_UNROLL
+    for (int n = m; n <= p; ++n) {
+      const Real u = a[coefficient_index(n, m)], v = a[coefficient_index(n, -m)];
+      a[coefficient_index(n, m)] = cm * u - sm * v;
+      a[coefficient_index(n, -m)] = sm * u + cm * v;
+    }
+  }
+}
+
+/// In place: a_n <- (D B D^{-1})_n a_n for every degree n of an expansion of order p, on
+/// normalised coefficients (the block is symmetric, so this is also its transpose).
+template <int P = -1, class Real>
+KOKKOS_INLINE_FUNCTION void apply_swap(int order, Real* a) {
+  const int p = detail::effective_order<P>(order);
+  constexpr int cap = detail::buffer_order<P>;
+  Real tmp[2 * cap + 1];
+  KFMM_PRAGMA_UNROLL
+  for (int n = 1; n <= p; ++n) {
+    Real* an = a + n * n + n;  // an[m] is the coefficient (n, m)
+    KFMM_PRAGMA_UNROLL
+    for (int m = -n; m <= n; ++m) {
+      const int sign = swap_column_sign(n, m);
+      Real acc = Real(0);
+      KFMM_PRAGMA_UNROLL
+      for (int j = swap_first_column(n, m); j <= n; j += 2) {
+        const int k = sign * j;
+        acc += static_cast<Real>(normalised_swap_coefficient(n, m, k)) * an[k];
+      }
+      tmp[m + n] = acc;
+    }
+    KFMM_PRAGMA_UNROLL
+    for (int m = -n; m <= n; ++m) an[m] = tmp[m + n];
+  }
+}
+
+/// In place: a <- O a with O = D A(Q) D^{-1} = B' Dz(theta) B' Dz(-phi) (B' the orthogonal swap),
+/// the rotation of NORMALISED coefficients into the frame where the displacement of `g` lies on +z.
+/// Multipoles enter as D M, locals as D^{-1} L (both transform with O).
+template <int P = -1, class Real>
+KOKKOS_INLINE_FUNCTION void rotate_to_z(int order, const RotationAngles<Real>& g, Real* a) {
+  rotate_z<P>(order, g.cphi, -g.sphi, a);
+  apply_swap<P>(order, a);
+  rotate_z<P>(order, g.ctheta, g.stheta, a);
+  apply_swap<P>(order, a);
+}
+
+/// In place: a <- O^T a = Dz(phi) B' Dz(-theta) B' a, normalised coefficients from the z frame back
+/// to the world frame (O is orthogonal, so this is also O^{-1}).
+template <int P = -1, class Real>
+KOKKOS_INLINE_FUNCTION void rotate_from_z(int order, const RotationAngles<Real>& g, Real* a) {
+  apply_swap<P>(order, a);
+  rotate_z<P>(order, g.ctheta, -g.stheta, a);
+  apply_swap<P>(order, a);
+  rotate_z<P>(order, g.cphi, g.sphi, a);
+}
+
+/// In place: a_i <- a_i * D_i (Inverse: a_i / D_i) for the (p+1)^2 coefficients.
+template <int P = -1, bool Inverse = false, class Real>
+KOKKOS_INLINE_FUNCTION void apply_scale(int order, Real* a) {
+  const int p = detail::effective_order<P>(order);
+  KFMM_PRAGMA_UNROLL
+  for (int n = 0; n <= p; ++n) {
+    KFMM_PRAGMA_UNROLL
+    for (int m = -n; m <= n; ++m)
+      a[coefficient_index(n, m)] *=
+          static_cast<Real>(Inverse ? expansion_inverse_scale(n, m) : expansion_scale(n, m));
+  }
+}
+
+}  // namespace kfmm

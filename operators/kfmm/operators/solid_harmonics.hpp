@@ -1,0 +1,127 @@
+/// \file solid_harmonics.hpp
+/// Real solid harmonics in Dehnen's normalisation (W. Dehnen, "A fast multipole method for stellar
+/// dynamics", arXiv:1405.2255, appendix A: the complex Upsilon_n^m and Theta_n^m, and the real basis
+/// of section A.5.2 / Table 3, with no sqrt(2)), evaluated by
+/// Cartesian recurrences: no trigonometric call, no square root for the regular ones, one for the
+/// irregular ones.
+///
+/// With (r, theta, phi) the spherical coordinates of (x, y, z) and P_n^m the associated Legendre
+/// function WITHOUT the Condon-Shortley phase (P_1^1 = +sin theta):
+///
+///   regular   R_n^m  = r^n P_n^|m|(cos theta) / (n+|m|)!       * {cos(|m| phi) for m >= 0, sin(|m| phi) for
+///   m < 0} irregular I_n^m  = (n-|m|)! P_n^|m|(cos theta) / r^(n+1)   * {cos(|m| phi) for m >= 0, sin(|m|
+///   phi) for m < 0}
+///
+/// i.e. R_n^m = Re / Im of Dehnen's complex Upsilon_n^|m| and I_n^m = Re / Im of Theta_n^|m|
+/// of degree n. Examples: R_0^0 = 1, R_1^0 = z, R_1^1 = x/2, R_1^-1 = y/2, I_0^0 = 1/r, I_1^1 = x/r^3.
+/// Values are stored in the packed layout of kfmm/core/expansion_layout.hpp (slot n^2 + n + m).
+///
+/// With these, for |y| < |x| (the addition theorem of Dehnen's appendix A written in the real basis):
+///   1 / |x - y| = sum_{n >= 0} sum_{m=-n..n} w_m R_n^m(y) I_n^m(x),   w_0 = 1, w_{m != 0} = 2.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
+
+namespace kfmm {
+
+/// Weight w_m of the real addition theorem: 1 for m == 0, 2 otherwise (the m and -m complex terms
+/// are complex conjugates and sum to twice their real part).
+KOKKOS_INLINE_FUNCTION constexpr int harmonic_weight(int m) {
+  return m == 0 ? 1 : 2;
+}
+
+/// Regular real solid harmonics R_n^m(x, y, z) for n = 0..degree, written to
+/// R[0 .. (degree+1)^2). Any degree >= 0 (the buffer must hold (degree+1)^2 values). Recurrences:
+///   R_m^m = (x + i y) / (2m) * R_{m-1}^{m-1}                  (complex form, real/imaginary parts)
+///   R_{m+1}^m = z R_m^m
+///   R_n^m = ((2n-1) z R_{n-1}^m - r^2 R_{n-2}^m) / ((n+m)(n-m))   for n >= m + 2
+/// (the Legendre recurrences with Dehnen's 1/(n+m)! normalisation; no division by r, exact at r = 0).
+template <class Real>
+KOKKOS_INLINE_FUNCTION void regular_harmonics(int degree, Real x, Real y, Real z, Real* R) {
+  const Real r2 = x * x + y * y + z * z;
+  Real c = Real(1), s = Real(0);  // R_m^m, R_m^-m
+  for (int m = 0; m <= degree; ++m) {
+    if (m > 0) {
+      const Real inv = Real(1) / Real(2 * m);
+      const Real cn = (x * c - y * s) * inv;
+      s = (y * c + x * s) * inv;
+      c = cn;
+    }
+    R[coefficient_index(m, m)] = c;
+    if (m > 0) R[coefficient_index(m, -m)] = s;
+    if (m + 1 > degree) continue;
+    R[coefficient_index(m + 1, m)] = z * c;
+    if (m > 0) R[coefficient_index(m + 1, -m)] = z * s;
+    for (int n = m + 2; n <= degree; ++n) {
+      const Real a = Real(2 * n - 1);
+      const Real inv = Real(1) / Real((n + m) * (n - m));
+      R[coefficient_index(n, m)] =
+          (a * z * R[coefficient_index(n - 1, m)] - r2 * R[coefficient_index(n - 2, m)]) * inv;
+      if (m > 0)
+        R[coefficient_index(n, -m)] =
+            (a * z * R[coefficient_index(n - 1, -m)] - r2 * R[coefficient_index(n - 2, -m)]) * inv;
+    }
+  }
+}
+
+/// Irregular real solid harmonics I_n^m(x, y, z) for n = 0..degree, written to
+/// I[0 .. (degree+1)^2). Any degree >= 0. Requires r > 0 (the harmonics are singular at the origin).
+/// Recurrences (from the Legendre recurrences with the (n-m)!/r^(n+1) normalisation):
+///   I_0^0 = 1/r,  I_m^m = (2m-1) (x + i y) / r^2 * I_{m-1}^{m-1},  I_{m+1}^m = (2m+1) z / r^2 * I_m^m,
+///   I_n^m = ((2n-1) z I_{n-1}^m - (n+m-1)(n-m-1) I_{n-2}^m) / r^2.
+template <class Real>
+KOKKOS_INLINE_FUNCTION void irregular_harmonics(int degree, Real x, Real y, Real z, Real* I) {
+  const Real r2 = x * x + y * y + z * z;
+  const Real rinv2 = Real(1) / r2;
+  Real c = compat::sqrt(rinv2), s = Real(0);
+  const Real xs = x * rinv2, ys = y * rinv2, zs = z * rinv2;
+  for (int m = 0; m <= degree; ++m) {
+    if (m > 0) {
+      const Real a = Real(2 * m - 1);
+      const Real cn = a * (xs * c - ys * s);
+      s = a * (ys * c + xs * s);
+      c = cn;
+    }
+    I[coefficient_index(m, m)] = c;
+    if (m > 0) I[coefficient_index(m, -m)] = s;
+    if (m + 1 > degree) continue;
+    const Real a1 = Real(2 * m + 1);
+    I[coefficient_index(m + 1, m)] = a1 * zs * c;
+    if (m > 0) I[coefficient_index(m + 1, -m)] = a1 * zs * s;
+    for (int n = m + 2; n <= degree; ++n) {
+      const Real a = Real(2 * n - 1);
+      const Real b = Real((n + m - 1) * (n - m - 1));
+      I[coefficient_index(n, m)] =
+          a * zs * I[coefficient_index(n - 1, m)] - b * rinv2 * I[coefficient_index(n - 2, m)];
+      if (m > 0)
+        I[coefficient_index(n, -m)] =
+            a * zs * I[coefficient_index(n - 1, -m)] - b * rinv2 * I[coefficient_index(n - 2, -m)];
+    }
+  }
+}
+
+/// Coefficient of R_{n-1}^k in d/dx R_n^m (degree lowering, from Dehnen's complex relations
+/// (d/dx - i d/dy) Upsilon_n^m = Upsilon_{n-1}^{m-1}, (d/dx + i d/dy) Upsilon_n^m = -Upsilon_{n-1}^{m+1}):
+///   d/dx R_n^0 = -R_{n-1}^1,            d/dy R_n^0 = -R_{n-1}^-1,            d/dz R_n^m = R_{n-1}^m,
+///   d/dx R_n^m  = (R_{n-1}^{m-1}  - R_{n-1}^{m+1}) / 2,   d/dy R_n^m  = -(R_{n-1}^{-(m-1)} +
+///   R_{n-1}^{-(m+1)}) / 2, d/dx R_n^-m = (R_{n-1}^{-(m-1)} - R_{n-1}^{-(m+1)}) / 2, d/dy R_n^-m =
+///   (R_{n-1}^{m-1} + R_{n-1}^{m+1}) / 2,
+/// for m > 0, where R_{n-1}^{-0} := 0 and terms with |index| > n-1 vanish.
+KOKKOS_INLINE_FUNCTION constexpr double harmonic_lowering_x(int m, int k) {
+  if (m == 0) return k == 1 ? -1.0 : 0.0;
+  if (m > 0) return (k == m - 1 ? 0.5 : 0.0) - (k == m + 1 ? 0.5 : 0.0);
+  const int q = -m;
+  return ((q > 1 && k == -(q - 1)) ? 0.5 : 0.0) - (k == -(q + 1) ? 0.5 : 0.0);
+}
+/// Coefficient of R_{n-1}^k in d/dy R_n^m (see harmonic_lowering_x).
+KOKKOS_INLINE_FUNCTION constexpr double harmonic_lowering_y(int m, int k) {
+  if (m == 0) return k == -1 ? -1.0 : 0.0;
+  if (m > 0) return -(((m > 1 && k == -(m - 1)) ? 0.5 : 0.0) + (k == -(m + 1) ? 0.5 : 0.0));
+  const int q = -m;
+  return (k == q - 1 ? 0.5 : 0.0) + (k == q + 1 ? 0.5 : 0.0);
+}
+
+}  // namespace kfmm

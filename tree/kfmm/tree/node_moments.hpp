@@ -1,0 +1,178 @@
+/// \file node_moments.hpp
+/// Per-node expansion centres, radii and masses of an octree, bottom-up on the execution space.
+///
+/// - Centre: the |m|-weighted centre of mass, accumulated in double (also for float), so negative
+///   (Laplace) charges cannot push it out of the node; the midpoint of the node's particle bounding
+///   box when the node's |m| sum is zero.
+/// - Radius about that centre (as stored, i.e. after rounding to Real), rounded up so that it bounds
+///   every particle when evaluated in double:
+///   leaves: exact, the largest particle distance;
+///   internal nodes: min(max over children of |c_child - c| + r_child, distance from c to the farthest
+///   corner of the node's particle bounding box), a bound that is exact up to the curvature of the
+///   children's spheres and never looser than the box corner.
+/// - Mass: the sum of the signed masses.
+/// Every node is computed by one thread in a fixed order (particles, then children), so the results
+/// are bitwise identical run after run and across backends.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <string>
+#include <vector>
+
+#include "kfmm/core/kokkos_compat.hpp"
+#include "kfmm/core/particle_types.hpp"
+
+namespace kfmm {
+namespace detail {
+
+/// The double value of r rounded up to Real (so that a bound stays a bound after rounding).
+template <class Real>
+KOKKOS_INLINE_FUNCTION Real round_up(double r) {
+  Real rr = static_cast<Real>(r);
+  if (static_cast<double>(rr) < r) {
+    const Real eps =
+        sizeof(Real) == 4 ? static_cast<Real>(1.1920929e-7) : static_cast<Real>(2.220446049250313e-16);
+    rr = static_cast<Real>(rr + rr * eps);
+  }
+  return rr;
+}
+
+/// Per-node double-precision accumulators that the bottom-up pass carries from children to parents.
+template <class MemorySpace>
+struct MomentSums {
+  Kokkos::View<double* [4], MemorySpace> weights;  ///< sum |m|, sum |m| x, sum |m| y, sum |m| z
+  Kokkos::View<double* [6], MemorySpace> boxes;    ///< particle bounding box: lo xyz, hi xyz
+  Kokkos::View<double*, MemorySpace> mass;         ///< sum m
+};
+
+template <class Real, class Sums, class Centres>
+KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const Sums& s, const Centres& centres,
+                                          double c[3]) {
+  const double w = s.weights(node, 0);
+  for (int a = 0; a < 3; ++a) {
+    const double v = w > 0 ? s.weights(node, 1 + a) / w : 0.5 * (s.boxes(node, a) + s.boxes(node, 3 + a));
+    centres(node, a) = static_cast<Real>(v);
+    c[a] = static_cast<double>(centres(node, a));  // the radius is about the centre as stored
+  }
+}
+
+}  // namespace detail
+
+/// Computes centres, radii and masses of every node from particle positions and masses in tree
+/// (sorted) order. `leaves` lists the leaf nodes, `level_offsets` (host) the node ranges of each
+/// level; internal nodes are combined from their children level by level, deepest first.
+template <class ExecutionSpace, class PositionsView, class MassesView, class Ranges, class IntView,
+          class Centres, class Radii, class NodeMasses>
+void compute_node_moments(const ExecutionSpace& space, const PositionsView& positions,
+                          const MassesView& masses, const Ranges& ranges, const IntView& first_child,
+                          const IntView& num_children, const IntView& leaves,
+                          const std::vector<int>& level_offsets, const Centres& centres, const Radii& radii,
+                          const NodeMasses& node_masses) {
+  using memory_space = typename ExecutionSpace::memory_space;
+  using Real = typename Centres::non_const_value_type;
+  const int num_nodes = static_cast<int>(ranges.extent(0));
+  const int num_leaves = static_cast<int>(leaves.extent(0));
+  if (num_nodes == 0) return;
+  detail::MomentSums<memory_space> s{
+      Kokkos::View<double* [4], memory_space>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::moments::w")), num_nodes),
+      Kokkos::View<double* [6], memory_space>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::moments::box")), num_nodes),
+      Kokkos::View<double*, memory_space>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::moments::m")), num_nodes)};
+
+  Kokkos::parallel_for(
+      "kfmm::moments::leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
+      KOKKOS_LAMBDA(const int k) {
+        const int node = leaves(k);
+        const int begin = ranges(node, 0), end = ranges(node, 1);
+        double w = 0, wx = 0, wy = 0, wz = 0, m = 0;
+        double lo[3] = {positions(begin, 0), positions(begin, 1), positions(begin, 2)};
+        double hi[3] = {lo[0], lo[1], lo[2]};
+        for (int i = begin; i < end; ++i) {
+          const double mi = static_cast<double>(masses(i));
+          const double am = mi < 0 ? -mi : mi;
+          const double x[3] = {static_cast<double>(positions(i, 0)), static_cast<double>(positions(i, 1)),
+                               static_cast<double>(positions(i, 2))};
+          w += am;
+          wx += am * x[0];
+          wy += am * x[1];
+          wz += am * x[2];
+          m += mi;
+          for (int a = 0; a < 3; ++a) {
+            lo[a] = x[a] < lo[a] ? x[a] : lo[a];
+            hi[a] = x[a] > hi[a] ? x[a] : hi[a];
+          }
+        }
+        s.weights(node, 0) = w;
+        s.weights(node, 1) = wx;
+        s.weights(node, 2) = wy;
+        s.weights(node, 3) = wz;
+        s.mass(node) = m;
+        for (int a = 0; a < 3; ++a) {
+          s.boxes(node, a) = lo[a];
+          s.boxes(node, 3 + a) = hi[a];
+        }
+        double c[3];
+        detail::finish_centre<Real>(node, s, centres, c);
+        double r2 = 0;
+        for (int i = begin; i < end; ++i) {
+          const double dx = static_cast<double>(positions(i, 0)) - c[0];
+          const double dy = static_cast<double>(positions(i, 1)) - c[1];
+          const double dz = static_cast<double>(positions(i, 2)) - c[2];
+          const double d2 = dx * dx + dy * dy + dz * dz;
+          r2 = d2 > r2 ? d2 : r2;
+        }
+        radii(node) = detail::round_up<Real>(compat::sqrt(r2));
+        node_masses(node) = static_cast<Real>(m);
+      });
+
+  const int num_levels = static_cast<int>(level_offsets.size()) - 1;
+  for (int l = num_levels - 2; l >= 0; --l) {
+    Kokkos::parallel_for(
+        "kfmm::moments::internal",
+        Kokkos::RangePolicy<ExecutionSpace>(space, level_offsets[l], level_offsets[l + 1]),
+        KOKKOS_LAMBDA(const int node) {
+          const int first = first_child(node), count = num_children(node);
+          if (count == 0) return;  // a leaf, done above
+          double w[4] = {0, 0, 0, 0}, m = 0;
+          double box[6] = {s.boxes(first, 0), s.boxes(first, 1), s.boxes(first, 2),
+                           s.boxes(first, 3), s.boxes(first, 4), s.boxes(first, 5)};
+          for (int c = first; c < first + count; ++c) {
+            for (int q = 0; q < 4; ++q) w[q] += s.weights(c, q);
+            m += s.mass(c);
+            for (int a = 0; a < 3; ++a) {
+              box[a] = s.boxes(c, a) < box[a] ? s.boxes(c, a) : box[a];
+              box[3 + a] = s.boxes(c, 3 + a) > box[3 + a] ? s.boxes(c, 3 + a) : box[3 + a];
+            }
+          }
+          for (int q = 0; q < 4; ++q) s.weights(node, q) = w[q];
+          for (int q = 0; q < 6; ++q) s.boxes(node, q) = box[q];
+          s.mass(node) = m;
+          double ctr[3];
+          detail::finish_centre<Real>(node, s, centres, ctr);
+          // Bound 1: the children's spheres.
+          double r_children = 0;
+          for (int c = first; c < first + count; ++c) {
+            const double dx = static_cast<double>(centres(c, 0)) - ctr[0];
+            const double dy = static_cast<double>(centres(c, 1)) - ctr[1];
+            const double dz = static_cast<double>(centres(c, 2)) - ctr[2];
+            const double r = compat::sqrt(dx * dx + dy * dy + dz * dz) + static_cast<double>(radii(c));
+            r_children = r > r_children ? r : r_children;
+          }
+          // Bound 2: the farthest corner of the particles' bounding box.
+          double corner2 = 0;
+          for (int a = 0; a < 3; ++a) {
+            const double dlo = ctr[a] - box[a], dhi = box[3 + a] - ctr[a];
+            const double e = dlo > dhi ? dlo : dhi;
+            corner2 += e * e;
+          }
+          const double r_box = compat::sqrt(corner2);
+          radii(node) = detail::round_up<Real>(r_children < r_box ? r_children : r_box);
+          node_masses(node) = static_cast<Real>(m);
+        });
+  }
+}
+
+}  // namespace kfmm

@@ -1,0 +1,386 @@
+/// \file octree.hpp
+/// The adaptive octree, built on the execution space from the caller's positions and masses.
+///
+/// Construction (no host loop over particles or nodes; a handful of kernels and one host round trip):
+/// 1. bounding box and non-finite check (one reduction), 63-bit Morton keys relative to the box;
+/// 2. keys sorted with the permutation (sort.hpp, the sort seam), positions and masses gathered;
+/// 3. topology from the sorted keys alone. A node is a Morton cell (level l = the top 3 l key bits)
+///    whose parent cell holds more than leaf_size particles; a node is a leaf when it holds at most
+///    leaf_size particles or is at the key resolution (level 21: coincident particles, kept together
+///    even beyond leaf_size). For sorted position i let
+///      d(i) = 1 + (deepest level at which keys i-1 and i share a cell)  (d(0) = 0): i starts a cell at
+///             every level >= d(i);
+///      L(i) = level of the leaf that holds i = 1 + the deepest level whose cell around i holds more
+///             than leaf_size particles, found as the sliding maximum over the windows of leaf_size + 1
+///             consecutive keys that contain i of their common level (van Herk / Gil-Werman blocks);
+///    then (l, i) starts a node exactly when d(i) <= l <= L(i). One reduction counts the nodes per
+///    level (the host round trip: it sizes the arrays), one parallel_scan with a per-level counter
+///    vector numbers them level by level in Morton order (BFS ids, root 0) and writes every field;
+/// 4. centres, radii and masses bottom-up (node_moments.hpp), one kernel per level.
+/// The result depends only on the inputs, never on the backend or the thread count.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <climits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kfmm/core/error.hpp"
+#include "kfmm/core/particle_types.hpp"
+#include "kfmm/tree/bounding_box.hpp"
+#include "kfmm/tree/morton.hpp"
+#include "kfmm/tree/node_moments.hpp"
+#include "kfmm/tree/sort.hpp"
+
+namespace kfmm {
+
+/// An adaptive octree over N particles. Everything lives in ExecutionSpace::memory_space except the
+/// host counts and `level_offsets`. Nodes are numbered level by level (BFS, root 0), in Morton order
+/// within a level; the children of a node are contiguous ids. With N = 0 the tree has no node.
+template <class ExecutionSpace, class Real>
+struct Octree {
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using real_type = Real;
+
+  int num_particles = 0;  ///< N
+  int num_nodes = 0;
+  int num_leaves = 0;
+  int num_levels = 0;  ///< levels 0 .. num_levels-1 hold nodes (at most 22)
+  int leaf_size = 0;   ///< the leaf capacity the tree was built with
+
+  Kokkos::View<int*, memory_space> permutation;     ///< sorted slot s -> caller's particle index
+  Kokkos::View<MortonKey*, memory_space> keys;      ///< Morton keys in sorted order
+  Kokkos::View<Real* [3], memory_space> positions;  ///< positions in sorted (Morton) order
+  Kokkos::View<Real*, memory_space> masses;         ///< particle masses in sorted order
+  RangeView<memory_space> ranges;                   ///< per node [first, last) in sorted order
+  Kokkos::View<int*, memory_space> parent;          ///< -1 for the root (node 0)
+  Kokkos::View<int*, memory_space> first_child;     ///< -1 for leaves
+  Kokkos::View<int*, memory_space> num_children;    ///< 0 for leaves, else 1..8
+  Kokkos::View<int*, memory_space> level;           ///< root = 0
+  std::vector<int> level_offsets;                 ///< host: level l is [level_offsets[l], level_offsets[l+1])
+  Kokkos::View<int*, memory_space> leaves;        ///< leaf ids in Morton order (num_leaves)
+  Kokkos::View<Real* [3], memory_space> centres;  ///< expansion centres (|m|-weighted COM)
+  Kokkos::View<Real*, memory_space> radii;        ///< max particle distance from the centre (bound)
+  Kokkos::View<Real*, memory_space> node_masses;  ///< sum of the particle masses of each node
+  MortonFrame frame;                              ///< the cube the keys quantise
+};
+
+namespace detail {
+
+/// Number of counters of the topology scan: one per level 0..21, plus one for the leaves.
+inline constexpr int topology_slots = morton_levels + 2;
+
+/// Scan/reduction value of the topology pass: nodes started per level and leaves. Both `+=`
+/// overloads exist because Kokkos 3.4 joins through volatile references and Kokkos 4+ does not.
+struct LevelCounts {
+  int c[topology_slots];
+  KOKKOS_INLINE_FUNCTION LevelCounts() {
+    for (int k = 0; k < topology_slots; ++k) c[k] = 0;
+  }
+  KOKKOS_INLINE_FUNCTION void operator+=(const LevelCounts& o) {
+    for (int k = 0; k < topology_slots; ++k) c[k] += o.c[k];
+  }
+  KOKKOS_INLINE_FUNCTION void operator+=(const volatile LevelCounts& o) volatile {
+    for (int k = 0; k < topology_slots; ++k) c[k] = c[k] + o.c[k];
+  }
+};
+
+/// Per sorted position: d (low byte) and L (high byte), see the file comment.
+KOKKOS_INLINE_FUNCTION int start_level(int dl) {
+  return dl & 0xff;
+}
+KOKKOS_INLINE_FUNCTION int leaf_level(int dl) {
+  return dl >> 8;
+}
+
+/// Writes every node field in the final pass of the topology scan over sorted positions 0..N.
+template <class MemorySpace>
+struct TopologyScan {
+  using value_type = LevelCounts;
+  Kokkos::View<const int*, MemorySpace> dl;  // size N + 1, dl(N) = 0 (closes every open node)
+  Kokkos::View<int* [2], MemorySpace> ranges;
+  Kokkos::View<int*, MemorySpace> parent, first_child, child_end, level, leaves;
+  int offsets[topology_slots];  // level_offsets, device copy by value
+  int n;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const int i, LevelCounts& e, const bool final) const {
+    const int v = dl(i);
+    const int d = start_level(v), L = i < n ? leaf_level(v) : -1;
+    if (final) {
+      if (i > 0) {
+        // Every open node of particle i-1 at a level >= d(i) ends here.
+        const int L_prev = leaf_level(dl(i - 1));
+        for (int l = d; l <= L_prev; ++l) {
+          const int m = offsets[l] + e.c[l] - 1;
+          ranges(m, 1) = i;
+          if (l < L_prev) child_end(m) = offsets[l + 1] + e.c[l + 1];
+        }
+      }
+      for (int l = d; l <= L; ++l) {
+        const int node = offsets[l] + e.c[l];
+        ranges(node, 0) = i;
+        level(node) = l;
+        parent(node) = l == 0 ? -1 : offsets[l - 1] + e.c[l - 1] - 1 + (d <= l - 1 ? 1 : 0);
+        first_child(node) = l < L ? offsets[l + 1] + e.c[l + 1] : -1;
+        if (l == L) {
+          leaves(e.c[topology_slots - 1]) = node;
+          child_end(node) = -1;
+        }
+      }
+    }
+    for (int l = d; l <= L; ++l) e.c[l] += 1;
+    if (d <= L) e.c[topology_slots - 1] += 1;
+  }
+};
+
+}  // namespace detail
+
+/// out(s) = in(tree.permutation(s)): caller order to tree (sorted) order, rank 1 or rank 2 Views.
+template <class ExecutionSpace, class Real, class In, class Out>
+void permute_to_tree_order(const ExecutionSpace& space, const Octree<ExecutionSpace, Real>& tree,
+                           const In& in, const Out& out) {
+  require(static_cast<int>(in.extent(0)) == tree.num_particles &&
+              static_cast<int>(out.extent(0)) == tree.num_particles,
+          "permute_to_tree_order: in (", in.extent(0), ") and out (", out.extent(0),
+          ") must have the tree's ", tree.num_particles, " particles");
+  const auto perm = tree.permutation;
+  const int n = tree.num_particles;
+  const int cols = static_cast<int>(out.extent(1));  // 1 for rank-1 Views
+  Kokkos::parallel_for(
+      "kfmm::permute_to_tree_order", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(const int s) {
+        const int i = perm(s);
+        if constexpr (Out::rank == 1) {
+          out(s) = in(i);
+        } else {
+          for (int a = 0; a < cols; ++a) out(s, a) = in(i, a);
+        }
+      });
+}
+
+/// out(tree.permutation(s)) = in(s): tree (sorted) order back to caller order, rank 1 or 2 Views.
+template <class ExecutionSpace, class Real, class In, class Out>
+void permute_to_caller_order(const ExecutionSpace& space, const Octree<ExecutionSpace, Real>& tree,
+                             const In& in, const Out& out) {
+  require(static_cast<int>(in.extent(0)) == tree.num_particles &&
+              static_cast<int>(out.extent(0)) == tree.num_particles,
+          "permute_to_caller_order: in (", in.extent(0), ") and out (", out.extent(0),
+          ") must have the tree's ", tree.num_particles, " particles");
+  const auto perm = tree.permutation;
+  const int n = tree.num_particles;
+  const int cols = static_cast<int>(out.extent(1));
+  Kokkos::parallel_for(
+      "kfmm::permute_to_caller_order", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(const int s) {
+        const int i = perm(s);
+        if constexpr (Out::rank == 1) {
+          out(i) = in(s);
+        } else {
+          for (int a = 0; a < cols; ++a) out(i, a) = in(s, a);
+        }
+      });
+}
+
+/// Recomputes centres, radii and node masses for new masses (given in the caller's order) on the same
+/// topology: no re-sort, one gather and the bottom-up pass (1 + num_levels kernels).
+template <class ExecutionSpace, class Real, class MassesView>
+void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& tree,
+                    const MassesView& masses) {
+  require(static_cast<int>(masses.extent(0)) == tree.num_particles, "update_moments: masses has ",
+          masses.extent(0), " entries, the tree ", tree.num_particles, " particles");
+  const auto r = detail::reduce_box(
+      space, Kokkos::View<const Real* [3], typename ExecutionSpace::memory_space>(), masses);
+  require(r.non_finite == 0, "update_moments: ", r.non_finite, " masses are NaN or infinite");
+  permute_to_tree_order(space, tree, masses, tree.masses);
+  compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.first_child, tree.num_children,
+                       tree.leaves, tree.level_offsets, tree.centres, tree.radii, tree.node_masses);
+}
+
+/// Builds the octree of `positions` (N x 3) with `masses` (N), both Views accessible from `space`, in
+/// the caller's particle order; leaves hold at most `leaf_size` particles (except runs of particles
+/// that share a level-21 cell, which stay in one leaf). Throws kfmm::Error for mismatched extents,
+/// leaf_size < 1, or NaN/infinite coordinates or masses.
+template <class ExecutionSpace, class PositionsView, class MassesView>
+Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octree(
+    const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses, int leaf_size) {
+  using Real = typename PositionsView::non_const_value_type;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using IntView = Kokkos::View<int*, memory_space>;
+  static_assert(std::is_floating_point<Real>::value, "build_octree: positions must hold float or double");
+  static_assert(
+      Kokkos::SpaceAccessibility<ExecutionSpace, typename PositionsView::memory_space>::accessible &&
+          Kokkos::SpaceAccessibility<ExecutionSpace, typename MassesView::memory_space>::accessible,
+      "build_octree: positions and masses must be accessible from the execution space");
+  require(positions.extent(1) == 3, "build_octree: positions must be N x 3, got N x ", positions.extent(1));
+  require(positions.extent(0) == masses.extent(0), "build_octree: positions has ", positions.extent(0),
+          " particles but masses has ", masses.extent(0));
+  require(positions.extent(0) <= static_cast<size_t>(INT_MAX) - 1, "build_octree: N = ", positions.extent(0),
+          " exceeds the int index range");
+  require(leaf_size >= 1, "build_octree: leaf_size = ", leaf_size, " must be at least 1");
+
+  const auto alloc = [](const char* label) {
+    return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
+  };
+  Octree<ExecutionSpace, Real> tree;
+  const int n = static_cast<int>(positions.extent(0));
+  tree.num_particles = n;
+  tree.leaf_size = leaf_size;
+  tree.level_offsets.assign(1, 0);
+
+  // 1. Box, keys.
+  const auto box = detail::reduce_box(space, positions, masses);
+  require(box.non_finite == 0, "build_octree: ", box.non_finite,
+          " coordinates or masses are NaN or infinite");
+  BoundingBox bb;
+  for (int a = 0; a < 3; ++a) {
+    bb.lo[a] = box.lo[a];
+    bb.hi[a] = box.hi[a];
+  }
+  tree.frame = MortonFrame::of(bb);
+  tree.keys = Kokkos::View<MortonKey*, memory_space>(alloc("kfmm::octree::keys"), n);
+  tree.permutation = IntView(alloc("kfmm::octree::permutation"), n);
+  tree.positions = Kokkos::View<Real* [3], memory_space>(alloc("kfmm::octree::positions"), n);
+  tree.masses = Kokkos::View<Real*, memory_space>(alloc("kfmm::octree::masses"), n);
+  if (n == 0) {
+    tree.ranges = RangeView<memory_space>("kfmm::octree::ranges", 0);
+    tree.parent = tree.first_child = tree.num_children = tree.level = tree.leaves =
+        IntView("kfmm::octree::empty", 0);
+    tree.centres = Kokkos::View<Real* [3], memory_space>("kfmm::octree::centres", 0);
+    tree.radii = tree.node_masses = Kokkos::View<Real*, memory_space>("kfmm::octree::radii", 0);
+    return tree;
+  }
+  {
+    const auto keys = tree.keys;
+    const auto perm = tree.permutation;
+    const MortonFrame f = tree.frame;
+    Kokkos::parallel_for(
+        "kfmm::octree::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int i) {
+          keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)), f.lo[0], f.scale),
+                                  morton_cell(static_cast<double>(positions(i, 1)), f.lo[1], f.scale),
+                                  morton_cell(static_cast<double>(positions(i, 2)), f.lo[2], f.scale));
+          perm(i) = i;
+        });
+  }
+
+  // 2. Sort, gather.
+  sort_by_key(space, tree.keys, tree.permutation, n, morton_bits);
+  {
+    const auto perm = tree.permutation;
+    const auto pos = tree.positions;
+    const auto mas = tree.masses;
+    Kokkos::parallel_for(
+        "kfmm::octree::gather", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int s) {
+          const int i = perm(s);
+          pos(s, 0) = positions(i, 0);
+          pos(s, 1) = positions(i, 1);
+          pos(s, 2) = positions(i, 2);
+          mas(s) = masses(i);
+        });
+  }
+
+  // 3. Topology. Window maxima of the common level of keys (j, j + leaf_size), blocks of w.
+  IntView dl(alloc("kfmm::octree::dl"), n + 1);
+  {
+    const auto keys = tree.keys;
+    const int ls = leaf_size;
+    const long long w = static_cast<long long>(leaf_size) + 1;
+    const int windows = n > leaf_size ? n - leaf_size : 0;  // window j covers [j, j + leaf_size]
+    Kokkos::View<signed char*, memory_space> pre(alloc("kfmm::octree::prefix_max"), n);
+    Kokkos::View<signed char*, memory_space> suf(alloc("kfmm::octree::suffix_max"), n);
+    const int blocks = static_cast<int>((n + w - 1) / w);
+    Kokkos::parallel_for(
+        "kfmm::octree::window_blocks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
+        KOKKOS_LAMBDA(const int b) {
+          const int begin = static_cast<int>(b * w);
+          const int end = static_cast<int>(begin + w < n ? begin + w : n);
+          int run = -1;
+          for (int j = begin; j < end; ++j) {
+            const int g = j < windows ? morton_common_level(keys(j), keys(j + ls)) : -1;
+            run = g > run ? g : run;
+            pre(j) = static_cast<signed char>(run);
+          }
+          run = -1;
+          for (int j = end - 1; j >= begin; --j) {
+            const int g = j < windows ? morton_common_level(keys(j), keys(j + ls)) : -1;
+            run = g > run ? g : run;
+            suf(j) = static_cast<signed char>(run);
+          }
+        });
+    detail::LevelCounts totals;
+    Kokkos::parallel_reduce(
+        "kfmm::octree::levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
+        KOKKOS_LAMBDA(const int i, detail::LevelCounts& acc) {
+          if (i == n) {
+            dl(i) = 0;
+            return;
+          }
+          int L = 0;
+          if (windows > 0) {
+            const int lo = i - ls;
+            int G = pre(i);
+            if (lo > 0) G = suf(lo) > G ? suf(lo) : G;
+            L = G + 1 < morton_levels ? G + 1 : morton_levels;
+          }
+          const int d = i == 0 ? 0 : morton_common_level(keys(i - 1), keys(i)) + 1;
+          dl(i) = d | (L << 8);
+          for (int l = d; l <= L; ++l) acc.c[l] += 1;
+          if (d <= L) acc.c[detail::topology_slots - 1] += 1;
+        },
+        totals);
+    // The host round trip of the build: level sizes.
+    int levels = 0;
+    for (int l = 0; l <= morton_levels; ++l)
+      if (totals.c[l] > 0) levels = l + 1;
+    tree.num_levels = levels;
+    tree.level_offsets.assign(levels + 1, 0);
+    for (int l = 0; l < levels; ++l) {
+      require(static_cast<long long>(tree.level_offsets[l]) + totals.c[l] <= INT_MAX,
+              "build_octree: too many nodes");
+      tree.level_offsets[l + 1] = tree.level_offsets[l] + totals.c[l];
+    }
+    tree.num_nodes = tree.level_offsets[levels];
+    tree.num_leaves = totals.c[detail::topology_slots - 1];
+  }
+  const int m = tree.num_nodes;
+  tree.ranges = RangeView<memory_space>(alloc("kfmm::octree::ranges"), m);
+  tree.parent = IntView(alloc("kfmm::octree::parent"), m);
+  tree.first_child = IntView(alloc("kfmm::octree::first_child"), m);
+  tree.num_children = IntView(alloc("kfmm::octree::num_children"), m);
+  tree.level = IntView(alloc("kfmm::octree::level"), m);
+  tree.leaves = IntView(alloc("kfmm::octree::leaves"), tree.num_leaves);
+  {
+    detail::TopologyScan<memory_space> scan;
+    scan.dl = dl;
+    scan.ranges = tree.ranges;
+    scan.parent = tree.parent;
+    scan.first_child = tree.first_child;
+    scan.child_end = tree.num_children;  // holds one past the last child until the fix-up below
+    scan.level = tree.level;
+    scan.leaves = tree.leaves;
+    for (int l = 0; l < detail::topology_slots; ++l)
+      scan.offsets[l] = l < tree.num_levels ? tree.level_offsets[l] : tree.num_nodes;
+    scan.n = n;
+    Kokkos::parallel_scan("kfmm::octree::topology", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
+                          scan);
+    const auto first_child = tree.first_child;
+    const auto num_children = tree.num_children;
+    Kokkos::parallel_for(
+        "kfmm::octree::num_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, m),
+        KOKKOS_LAMBDA(const int k) {
+          num_children(k) = first_child(k) < 0 ? 0 : num_children(k) - first_child(k);
+        });
+  }
+
+  // 4. Moments.
+  tree.centres = Kokkos::View<Real* [3], memory_space>(alloc("kfmm::octree::centres"), m);
+  tree.radii = Kokkos::View<Real*, memory_space>(alloc("kfmm::octree::radii"), m);
+  tree.node_masses = Kokkos::View<Real*, memory_space>(alloc("kfmm::octree::node_masses"), m);
+  compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.first_child, tree.num_children,
+                       tree.leaves, tree.level_offsets, tree.centres, tree.radii, tree.node_masses);
+  return tree;
+}
+
+}  // namespace kfmm

@@ -1,0 +1,225 @@
+/// \file sort.hpp
+/// The sort seam of the tree layer: a stable ascending sort of unsigned integer keys that permutes a
+/// payload alongside. Everything in tree/ sorts through `sort_by_key`, so a faster backend-specific
+/// sort can replace the portable one here without touching the callers.
+///
+/// The portable implementation is a least-significant-digit radix sort with up to 8-bit digits, three
+/// kernels per digit: per-tile digit counts, one exclusive scan over the (digit, tile) count matrix,
+/// and a stable scatter. Within a tile every thread owns a contiguous run of elements and its own
+/// column of counters in team scratch memory, so ranks come from plain prefix sums: no atomics, and
+/// the output is the same on every backend (the sort is stable, so it is fully determined).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kfmm/core/error.hpp"
+
+namespace kfmm {
+
+/// Reusable temporaries of sort_by_key (grown on demand), so repeated sorts allocate nothing.
+template <class MemorySpace, class Key, class Value>
+struct SortWorkspace {
+  Kokkos::View<Key*, MemorySpace> keys;
+  Kokkos::View<Value*, MemorySpace> values;
+  Kokkos::View<int*, MemorySpace> counts;
+
+  void reserve(int n, int num_counts) {
+    if (static_cast<int>(keys.extent(0)) < n) {
+      keys = Kokkos::View<Key*, MemorySpace>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::sort::keys")), n);
+      values = Kokkos::View<Value*, MemorySpace>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::sort::values")), n);
+    }
+    if (static_cast<int>(counts.extent(0)) < num_counts) {
+      counts = Kokkos::View<int*, MemorySpace>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::sort::counts")), num_counts);
+    }
+  }
+};
+
+/// Number of bits needed to represent every value in [0, max_value] (0 for max_value <= 0).
+inline int bits_for(unsigned long long max_value) {
+  int b = 0;
+  while (b < 64 && (max_value >> b) != 0) ++b;
+  return b;
+}
+
+namespace detail {
+
+/// Tile geometry of the radix sort on an execution space: host spaces use one thread per tile and
+/// long tiles; device spaces use teams of 64 threads with 32 elements each.
+template <class ExecutionSpace>
+struct RadixTiles {
+  static constexpr bool host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecutionSpace::memory_space>::accessible;
+  static constexpr int team_size = host ? 1 : 64;
+  static constexpr int items = host ? 8192 : 32;
+  static constexpr int tile = team_size * items;  // < 65536: counters fit in 16 bits
+};
+
+/// One radix pass: digit `(key >> shift) & (2^digit_bits - 1)` from `*_in` to `*_out`.
+template <class ExecutionSpace, class KeyIn, class ValueIn, class KeyOut, class ValueOut, class Counts>
+struct RadixPass {
+  using Tiles = RadixTiles<ExecutionSpace>;
+  using Scratch = Kokkos::View<unsigned short*, typename ExecutionSpace::scratch_memory_space,
+                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  static constexpr int T = Tiles::team_size;
+  static constexpr int I = Tiles::items;
+  struct CountTag {};
+  struct ScatterTag {};
+
+  KeyIn keys_in;
+  ValueIn values_in;
+  KeyOut keys_out;
+  ValueOut values_out;
+  Counts counts;  // (digit, tile) matrix, digit-major
+  int n, shift, radix, tiles;
+  unsigned mask;
+
+  /// Counts each thread's digits into its own scratch column cnt[d * T + t].
+  KOKKOS_INLINE_FUNCTION void count_digits(const Team& team, const Scratch& cnt) const {
+    const int t = team.team_rank();
+    for (int d = 0; d < radix; ++d) cnt(d * T + t) = 0;
+    const long long begin =
+        static_cast<long long>(team.league_rank()) * Tiles::tile + static_cast<long long>(t) * I;
+    const long long end = begin + I < n ? begin + I : n;
+    for (long long i = begin; i < end; ++i) {
+      const unsigned d = static_cast<unsigned>(keys_in(i) >> shift) & mask;
+      cnt(d * T + t) = static_cast<unsigned short>(cnt(d * T + t) + 1);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(CountTag, const Team& team) const {
+    Scratch cnt(team.team_scratch(0), static_cast<size_t>(radix) * T);
+    count_digits(team, cnt);
+    team.team_barrier();
+    for (int d = team.team_rank(); d < radix; d += T) {
+      int sum = 0;
+      for (int u = 0; u < T; ++u) sum += cnt(d * T + u);
+      counts(d * tiles + team.league_rank()) = sum;
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(ScatterTag, const Team& team) const {
+    Scratch cnt(team.team_scratch(0), static_cast<size_t>(radix) * T);
+    count_digits(team, cnt);
+    team.team_barrier();
+    // Exclusive prefix of each digit's column over the threads (thread order = element order).
+    for (int d = team.team_rank(); d < radix; d += T) {
+      unsigned short run = 0;
+      for (int u = 0; u < T; ++u) {
+        const unsigned short c = cnt(d * T + u);
+        cnt(d * T + u) = run;
+        run = static_cast<unsigned short>(run + c);
+      }
+    }
+    team.team_barrier();
+    const int t = team.team_rank();
+    const int tile = team.league_rank();
+    const long long begin = static_cast<long long>(tile) * Tiles::tile + static_cast<long long>(t) * I;
+    const long long end = begin + I < n ? begin + I : n;
+    for (long long i = begin; i < end; ++i) {
+      const auto key = keys_in(i);
+      const unsigned d = static_cast<unsigned>(key >> shift) & mask;
+      const int pos = counts(static_cast<int>(d) * tiles + tile) + cnt(d * T + t);
+      cnt(d * T + t) = static_cast<unsigned short>(cnt(d * T + t) + 1);
+      keys_out(pos) = key;
+      values_out(pos) = values_in(i);
+    }
+  }
+
+  void run(const ExecutionSpace& space) const {
+    const size_t scratch_bytes = Scratch::shmem_size(static_cast<size_t>(radix) * T);
+    Kokkos::parallel_for("kfmm::radix_sort::count",
+                         Kokkos::TeamPolicy<ExecutionSpace, CountTag>(space, tiles, T)
+                             .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes)),
+                         *this);
+    const Counts c = counts;
+    Kokkos::parallel_scan(
+        "kfmm::radix_sort::offsets", Kokkos::RangePolicy<ExecutionSpace>(space, 0, radix * tiles),
+        KOKKOS_LAMBDA(const int j, int& prefix, const bool final) {
+          const int v = c(j);
+          if (final) c(j) = prefix;
+          prefix += v;
+        });
+    Kokkos::parallel_for("kfmm::radix_sort::scatter",
+                         Kokkos::TeamPolicy<ExecutionSpace, ScatterTag>(space, tiles, T)
+                             .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes)),
+                         *this);
+  }
+};
+
+template <class ExecutionSpace, class KeyIn, class ValueIn, class KeyOut, class ValueOut, class Counts>
+void radix_pass(const ExecutionSpace& space, const KeyIn& keys_in, const ValueIn& values_in,
+                const KeyOut& keys_out, const ValueOut& values_out, const Counts& counts, int n, int shift,
+                int digit_bits) {
+  using Tiles = RadixTiles<ExecutionSpace>;
+  RadixPass<ExecutionSpace, KeyIn, ValueIn, KeyOut, ValueOut, Counts> pass{
+      keys_in,
+      values_in,
+      keys_out,
+      values_out,
+      counts,
+      n,
+      shift,
+      1 << digit_bits,
+      (n + Tiles::tile - 1) / Tiles::tile,
+      (1u << digit_bits) - 1u};
+  pass.run(space);
+}
+
+}  // namespace detail
+
+/// Sorts keys(0 .. n-1) ascending, stably, and applies the same permutation to values(0 .. n-1).
+/// Only the low `key_bits` bits are compared: every key must be below 2^key_bits (0 <= key_bits <= 64).
+/// Runs on `space`; temporaries come from `workspace` (grown as needed).
+template <class ExecutionSpace, class Key, class Value, class... KeyProps, class... ValueProps>
+void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
+                 const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
+                 SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
+  static_assert(std::is_unsigned<Key>::value, "sort_by_key: keys must be an unsigned integer type");
+  require(n >= 0 && n <= static_cast<int>(keys.extent(0)) && n <= static_cast<int>(values.extent(0)),
+          "sort_by_key: n = ", n, " exceeds the keys (", keys.extent(0), ") or values (", values.extent(0),
+          ")");
+  require(key_bits >= 0 && key_bits <= static_cast<int>(8 * sizeof(Key)),
+          "sort_by_key: key_bits = ", key_bits, " is out of range for a ", 8 * sizeof(Key), "-bit key");
+  if (n <= 1 || key_bits == 0) return;
+  using Tiles = detail::RadixTiles<ExecutionSpace>;
+  const int passes = (key_bits + 7) / 8;
+  const int tiles = (n + Tiles::tile - 1) / Tiles::tile;
+  workspace.reserve(n, 256 * tiles);
+  auto k_main = Kokkos::subview(keys, Kokkos::make_pair(0, n));
+  auto v_main = Kokkos::subview(values, Kokkos::make_pair(0, n));
+  auto k_tmp = Kokkos::subview(workspace.keys, Kokkos::make_pair(0, n));
+  auto v_tmp = Kokkos::subview(workspace.values, Kokkos::make_pair(0, n));
+  // Spread the bits evenly over the passes: smaller digits mean smaller count matrices.
+  int shift = 0;
+  for (int p = 0; p < passes; ++p) {
+    const int bits = (key_bits - shift + (passes - p) - 1) / (passes - p);
+    if (p % 2 == 0) {
+      detail::radix_pass(space, k_main, v_main, k_tmp, v_tmp, workspace.counts, n, shift, bits);
+    } else {
+      detail::radix_pass(space, k_tmp, v_tmp, k_main, v_main, workspace.counts, n, shift, bits);
+    }
+    shift += bits;
+  }
+  if (passes % 2 == 1) {
+    Kokkos::deep_copy(space, k_main, k_tmp);
+    Kokkos::deep_copy(space, v_main, v_tmp);
+  }
+}
+
+/// sort_by_key with temporaries allocated for this call.
+template <class ExecutionSpace, class Key, class Value, class... KeyProps, class... ValueProps>
+void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
+                 const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits) {
+  SortWorkspace<typename ExecutionSpace::memory_space, Key, Value> workspace;
+  sort_by_key(space, keys, values, n, key_bits, workspace);
+}
+
+}  // namespace kfmm

@@ -1,0 +1,103 @@
+/// \file options.hpp
+/// kfmm::Options: how a kfmm::Solver evaluates forces. Either an accuracy (`tolerance`, the default:
+/// the solver then chooses the expansion order p and the opening angle theta) or an explicit order and
+/// theta, plus the physics (softening, G) and implementation choices (leaf size, accumulation
+/// precision, M2L lane, determinism, timing).
+#pragma once
+
+#include <cmath>
+#include <optional>
+
+#include "kfmm/core/error.hpp"
+#include "kfmm/core/expansion_layout.hpp"
+
+namespace kfmm {
+
+/// Precision of the sums that collect many contributions per particle (near field, L2P).
+enum class Accumulation {
+  working,  ///< in the evaluation type Real (fastest)
+  wide      ///< in double whatever Real is (helps float at large N; costs time on GPUs)
+};
+
+/// M2L implementation (passed to the operators' M2L).
+enum class M2LLane {
+  automatic,  ///< the operators' choice for the order and backend
+  fused,      ///< the fast fused (rotation, register-resident) kernel
+  baseline    ///< the simple reference implementation
+};
+
+/// Name of an accumulation mode ("working", "wide").
+inline const char* to_string(Accumulation a) {
+  return a == Accumulation::wide ? "wide" : "working";
+}
+/// Name of an M2L lane ("automatic", "fused", "baseline").
+inline const char* to_string(M2LLane lane) {
+  switch (lane) {
+    case M2LLane::fused:
+      return "fused";
+    case M2LLane::baseline:
+      return "baseline";
+    default:
+      return "automatic";
+  }
+}
+
+/// Configuration of a kfmm::Solver.
+///
+/// Accuracy is set in one of two ways:
+/// - `tolerance` alone (the default, 1e-6): the solver picks the cheapest (order, theta) whose
+///   measured relative L2 acceleration error is at most `tolerance` on uniform, Plummer, clustered and
+///   disc distributions (see kfmm/drivers/tolerance.hpp for the calibration);
+/// - `order` and/or `theta`: when both are set they are used as given (`tolerance` then only sizes the
+///   softening margin, see below); when only one is set, the other is chosen for `tolerance`.
+///
+/// Physics: a_i = -G sum_{j != i} m_j (x_i - x_j) (r^2 + eps^2)^(-3/2),
+///          phi_i = -G sum_{j != i} m_j (r^2 + eps^2)^(-1/2), eps = `softening`.
+/// The far field (expansions) is unsoftened; pairs of nodes closer than softening allows for the
+/// requested accuracy are sent to the near field (kfmm::softening_min_separation).
+struct Options {
+  /// Requested relative L2 error of the accelerations (against the softened direct sum).
+  double tolerance = 1e-6;
+  /// Expansion order p in 0..kfmm::max_order; empty: chosen from `tolerance`.
+  std::optional<int> order;
+  /// Opening angle theta in (0, 1): node pairs with (r_A + r_B) <= theta * d interact through
+  /// expansions. Empty: chosen from `tolerance`.
+  std::optional<double> theta;
+  /// Maximum number of particles per leaf (>= 1); 0: chosen with the order.
+  int leaf_size = 0;
+  /// Plummer softening length eps >= 0.
+  double softening = 0;
+  /// Gravitational constant G (any finite value; use 1 for Laplace/N-body units).
+  double G = 1;
+  /// Precision of the per-particle sums.
+  Accumulation accumulation = Accumulation::working;
+  /// M2L implementation.
+  M2LLane m2l_lane = M2LLane::automatic;
+  /// Bitwise reproducible results run after run on one backend (no atomics in reductions).
+  bool deterministic = true;
+  /// Fence at every stage boundary and record per-stage times and particle-pair counts in
+  /// kfmm::Solver::statistics(). Off: only the cheap counts are recorded (no extra fences).
+  bool timing = false;
+  /// Check positions and masses for NaN and Inf before evaluating (one reduction per evaluation).
+  bool check_inputs = true;
+
+  /// True when both order and theta are given, so tolerance does not choose them.
+  bool explicit_parameters() const { return order.has_value() && theta.has_value(); }
+
+  /// Throws kfmm::Error naming the first invalid field.
+  void validate() const {
+    if (order) check_order(*order, "Options::order");
+    if (theta) {
+      require(std::isfinite(*theta) && *theta > 0 && *theta < 1, "Options::theta = ", *theta,
+              " is outside (0, 1)");
+    }
+    require(std::isfinite(tolerance) && tolerance > 0 && tolerance < 1, "Options::tolerance = ", tolerance,
+            " must be in (0, 1)");
+    require(leaf_size >= 0, "Options::leaf_size = ", leaf_size, " must be >= 1 (or 0 for automatic)");
+    require(std::isfinite(softening) && softening >= 0, "Options::softening = ", softening,
+            " must be finite and >= 0");
+    require(std::isfinite(G), "Options::G = ", G, " must be finite");
+  }
+};
+
+}  // namespace kfmm

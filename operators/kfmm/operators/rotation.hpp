@@ -66,32 +66,73 @@ KOKKOS_INLINE_FUNCTION constexpr double swap_previous(const SwapTable& t, int n,
   return (iabs(m) <= n && iabs(k) <= n) ? t.v[swap_block_offset(n) + (m + n) * (2 * n + 1) + (k + n)] : 0.0;
 }
 
+KOKKOS_INLINE_FUNCTION constexpr int swap_column_sign_impl(int n, int m) {
+  return ((n - iabs(m)) % 2 == 0) ? 1 : -1;
+}
+
+/// True where B_n may be non-zero (see swap_column_sign / swap_first_column below).
+KOKKOS_INLINE_FUNCTION constexpr bool swap_in_pattern(int n, int m, int k) {
+  if ((k >= 0) != (swap_column_sign_impl(n, m) > 0)) return false;
+  if (k == 0 && swap_column_sign_impl(n, m) < 0) return false;
+  const int parity = (m >= 0) ? (n & 1) : ((n + 1) & 1);
+  return (iabs(k) & 1) == parity;
+}
+
+KOKKOS_INLINE_FUNCTION constexpr bool candidate_repeated(const int* cand, int c) {
+  for (int e = 0; e < c; ++e)
+    if (cand[e] == cand[c]) return true;
+  return false;
+}
+
 KOKKOS_INLINE_FUNCTION constexpr SwapTable make_swap_table() {
+  // Only the entries inside the sparsity pattern are computed (the others are zero), and the sums
+  // visit only the indices where the lowering coefficients can be non-zero: device compilers'
+  // constant evaluators (EDG in nvcc) refuse long constexpr evaluations.
   SwapTable t{};
   t.v[0] = 1.0;
   for (int n = 1; n <= max_order; ++n) {
     const int o = swap_block_offset(n), w = 2 * n + 1;
     for (int m = -n; m <= n; ++m) {
-      double* row = t.v + o + (m + n) * w;
-      // Columns |k| <= n-1 from B_n G_z = G_y B_{n-1} (G_z is the identity shift of degree).
-      for (int k = -(n - 1); k <= n - 1; ++k) {
+      const int am = iabs(m);
+      // j with harmonic_lowering_x/y(m, j) possibly non-zero (each distinct value visited once).
+      const int cand[4] = {am - 1, am + 1, -(am - 1), -(am + 1)};
+      // Inner columns first: the columns +-n need the inner columns +-(n-2) of the same row.
+      for (int step = 0; step < w; ++step) {
+        const int k = step < w - 2 ? step - (n - 1) : (step == w - 2 ? n : -n);
+        if (!swap_in_pattern(n, m, k)) continue;
         double s = 0.0;
-        for (int j = -(n - 1); j <= n - 1; ++j)
-          s += harmonic_lowering_y(m, j) * swap_previous(t, n - 1, j, k);
-        row[k + n] = s;
+        if (iabs(k) <= n - 1) {
+          // Columns |k| <= n-1 from B_n G_z = G_y B_{n-1} (G_z is the identity shift of degree).
+          for (int c = 0; c < 4; ++c) {
+            const int j = cand[c];
+            if (iabs(j) > n - 1 || candidate_repeated(cand, c)) continue;
+            s += harmonic_lowering_y(m, j) * swap_previous(t, n - 1, j, k);
+          }
+        } else if (k == n) {
+          // Column k = n from column n-1 of B_n G_x = G_x B_{n-1}: among the unknown columns only
+          // R_n^n feeds R_{n-1}^{n-1} under d/dx (coefficient 1/2); of the known ones only k = +-(n-2).
+          for (int c = 0; c < 4; ++c) {
+            const int j = cand[c];
+            if (iabs(j) > n - 1 || candidate_repeated(cand, c)) continue;
+            s += harmonic_lowering_x(m, j) * swap_previous(t, n - 1, j, n - 1);
+          }
+          if (n >= 2) {
+            s -= t.v[o + (m + n) * w + (n - 2 + n)] * harmonic_lowering_x(n - 2, n - 1);
+            if (n > 2) s -= t.v[o + (m + n) * w + (-(n - 2) + n)] * harmonic_lowering_x(-(n - 2), n - 1);
+          }
+          s *= 2.0;
+        } else {
+          // Column k = -n from column n-1 of B_n G_y = G_z B_{n-1}: among the unknown columns only
+          // R_n^-n feeds R_{n-1}^{n-1} under d/dy (coefficient 1/2); of the known ones only k = +-(n-2).
+          s = swap_previous(t, n - 1, m, n - 1);
+          if (n >= 2) {
+            s -= t.v[o + (m + n) * w + (n - 2 + n)] * harmonic_lowering_y(n - 2, n - 1);
+            if (n > 2) s -= t.v[o + (m + n) * w + (-(n - 2) + n)] * harmonic_lowering_y(-(n - 2), n - 1);
+          }
+          s *= 2.0;
+        }
+        t.v[o + (m + n) * w + (k + n)] = s;
       }
-      // Column k = n from column n-1 of B_n G_x = G_x B_{n-1}: only R_n^n among the unknown
-      // columns feeds R_{n-1}^{n-1} under d/dx, with coefficient 1/2.
-      double gx = 0.0;
-      for (int j = -(n - 1); j <= n - 1; ++j)
-        gx += harmonic_lowering_x(m, j) * swap_previous(t, n - 1, j, n - 1);
-      for (int k = -(n - 1); k <= n - 1; ++k) gx -= row[k + n] * harmonic_lowering_x(k, n - 1);
-      row[2 * n] = 2.0 * gx;
-      // Column k = -n from column n-1 of B_n G_y = G_z B_{n-1}: only R_n^-n among the unknown
-      // columns feeds R_{n-1}^{n-1} under d/dy, with coefficient 1/2.
-      double gy = swap_previous(t, n - 1, m, n - 1);
-      for (int k = -(n - 1); k <= n - 1; ++k) gy -= row[k + n] * harmonic_lowering_y(k, n - 1);
-      row[0] = 2.0 * gy;
     }
   }
   return t;
@@ -145,6 +186,7 @@ KOKKOS_INLINE_FUNCTION constexpr SwapTable make_normalised_swap_table() {
   for (int n = 0; n <= max_order; ++n) {
     for (int m = -n; m <= n; ++m) {
       for (int k = -n; k <= n; ++k) {
+        if (!swap_in_pattern(n, m, k)) continue;
         const int i = swap_block_offset(n) + (m + n) * (2 * n + 1) + (k + n);
         t.v[i] = d.scale[coefficient_index(n, m)] * raw.v[i] * d.inverse[coefficient_index(n, k)];
       }
@@ -186,7 +228,7 @@ KOKKOS_INLINE_FUNCTION double normalised_swap_coefficient(int n, int m, int k) {
 /// exchanges y and z, so parities in x, y, z decide: sign = +1 (cosine columns) iff n - |m| is even;
 /// |k| has the parity of n for m >= 0 and of n + 1 for m < 0.
 KOKKOS_INLINE_FUNCTION constexpr int swap_column_sign(int n, int m) {
-  return ((n - detail::iabs(m)) % 2 == 0) ? 1 : -1;
+  return detail::swap_column_sign_impl(n, m);
 }
 KOKKOS_INLINE_FUNCTION constexpr int swap_first_column(int n, int m) {
   const int j0 = (m >= 0) ? (n & 1) : ((n + 1) & 1);

@@ -38,23 +38,27 @@ KOKKOS_INLINE_FUNCTION void m2l_z_translate(int order, Real rinv, Real* a) {
   f[0] = rinv;
   KFMM_PRAGMA_UNROLL
   for (int j = 1; j <= p; ++j) f[j] = f[j - 1] * (Real(j) * rinv);
-  Real col[cap + 1];
   KFMM_PRAGMA_UNROLL
-  for (int m = -p; m <= p; ++m) {
-    const int am = m < 0 ? -m : m;
+  for (int am = 0; am <= p; ++am) {
     KFMM_PRAGMA_UNROLL
-    for (int k = am; k <= p; ++k)
-      col[k] = Normalised ? a[coefficient_index(k, m)] * static_cast<Real>(expansion_inverse_scale(k, m))
-                          : a[coefficient_index(k, m)];
-    KFMM_PRAGMA_UNROLL
-    for (int n = am; n <= p; ++n) {
-      Real acc = Real(0);
+    for (int side = 0; side < 2; ++side) {
+      if (am == 0 && side == 1) continue;
+      const int m = side ? -am : am;
+      Real col[cap + 1];  // the column M_k^m, k = |m|..p-|m| (read before the column is overwritten)
       KFMM_PRAGMA_UNROLL
-      for (int k = am; k <= p - n; ++k) acc += f[n + k] * col[k];
-      const Real sign_weight = Real(((n + am) & 1) ? -harmonic_weight(m) : harmonic_weight(m));
-      const Real weight =
-          Normalised ? sign_weight * static_cast<Real>(expansion_inverse_scale(n, m)) : sign_weight;
-      a[coefficient_index(n, m)] = weight * acc;
+      for (int k = am; k <= p - am; ++k)
+        col[k] = Normalised ? a[coefficient_index(k, m)] * static_cast<Real>(expansion_inverse_scale(k, m))
+                            : a[coefficient_index(k, m)];
+      KFMM_PRAGMA_UNROLL
+      for (int n = am; n <= p; ++n) {
+        Real acc = Real(0);
+        KFMM_PRAGMA_UNROLL
+        for (int k = am; k <= p - n; ++k) acc += f[n + k] * col[k];
+        const Real sign_weight = Real(((n + am) & 1) ? -harmonic_weight(m) : harmonic_weight(m));
+        const Real weight =
+            Normalised ? sign_weight * static_cast<Real>(expansion_inverse_scale(n, m)) : sign_weight;
+        a[coefficient_index(n, m)] = weight * acc;
+      }
     }
   }
 }

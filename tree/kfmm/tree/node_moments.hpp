@@ -38,6 +38,11 @@ KOKKOS_INLINE_FUNCTION Real round_up(double r) {
   return rr;
 }
 
+/// A point in double precision (captured by value into kernels).
+struct Point3 {
+  double v[3];
+};
+
 /// Per-node double-precision accumulators that the bottom-up pass carries from children to parents.
 template <class MemorySpace>
 struct MomentSums {
@@ -47,11 +52,15 @@ struct MomentSums {
 };
 
 template <class Real, class Sums, class Centres>
-KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const Sums& s, const Centres& centres,
-                                          double c[3]) {
+KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const Sums& s, const Point3& origin,
+                                          const Centres& centres, double c[3]) {
   const double w = s.weights(node, 0);
   for (int a = 0; a < 3; ++a) {
-    const double v = w > 0 ? s.weights(node, 1 + a) / w : 0.5 * (s.boxes(node, a) + s.boxes(node, 3 + a));
+    double v =
+        w > 0 ? origin.v[a] + s.weights(node, 1 + a) / w : 0.5 * (s.boxes(node, a) + s.boxes(node, 3 + a));
+    // The true centre lies in the particles' box; clamping undoes rounding (a lone particle is its
+    // own centre exactly, radius 0).
+    v = v < s.boxes(node, a) ? s.boxes(node, a) : (v > s.boxes(node, 3 + a) ? s.boxes(node, 3 + a) : v);
     centres(node, a) = static_cast<Real>(v);
     c[a] = static_cast<double>(centres(node, a));  // the radius is about the centre as stored
   }
@@ -60,20 +69,25 @@ KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const Sums& s, const C
 }  // namespace detail
 
 /// Computes centres, radii and masses of every node from particle positions and masses in tree
-/// (sorted) order. `leaves` lists the leaf nodes, `level_offsets` (host) the node ranges of each
-/// level; internal nodes are combined from their children level by level, deepest first.
+/// (sorted) order; `origin_in` is a point near the particles (e.g. the box corner) that the
+/// double-precision weighted sums are taken relative to. `leaves` lists the leaf nodes, `level_offsets`
+/// (host) the node ranges of each level; internal nodes are combined from their children level by level,
+/// deepest first.
 template <class ExecutionSpace, class PositionsView, class MassesView, class Ranges, class IntView,
           class Centres, class Radii, class NodeMasses>
 void compute_node_moments(const ExecutionSpace& space, const PositionsView& positions,
                           const MassesView& masses, const Ranges& ranges, const IntView& first_child,
                           const IntView& num_children, const IntView& leaves,
-                          const std::vector<int>& level_offsets, const Centres& centres, const Radii& radii,
-                          const NodeMasses& node_masses) {
+                          const std::vector<int>& level_offsets, const double origin_in[3],
+                          const Centres& centres, const Radii& radii, const NodeMasses& node_masses) {
   using memory_space = typename ExecutionSpace::memory_space;
   using Real = typename Centres::non_const_value_type;
   const int num_nodes = static_cast<int>(ranges.extent(0));
   const int num_leaves = static_cast<int>(leaves.extent(0));
   if (num_nodes == 0) return;
+  // Weighted sums are taken relative to `origin` (the box corner): far from the origin of
+  // coordinates, absolute sums would lose the digits that resolve a node.
+  const detail::Point3 origin{{origin_in[0], origin_in[1], origin_in[2]}};
   detail::MomentSums<memory_space> s{
       Kokkos::View<double* [4], memory_space>(
           Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::moments::w")), num_nodes),
@@ -96,9 +110,9 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
           const double x[3] = {static_cast<double>(positions(i, 0)), static_cast<double>(positions(i, 1)),
                                static_cast<double>(positions(i, 2))};
           w += am;
-          wx += am * x[0];
-          wy += am * x[1];
-          wz += am * x[2];
+          wx += am * (x[0] - origin.v[0]);
+          wy += am * (x[1] - origin.v[1]);
+          wz += am * (x[2] - origin.v[2]);
           m += mi;
           for (int a = 0; a < 3; ++a) {
             lo[a] = x[a] < lo[a] ? x[a] : lo[a];
@@ -115,7 +129,7 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
           s.boxes(node, 3 + a) = hi[a];
         }
         double c[3];
-        detail::finish_centre<Real>(node, s, centres, c);
+        detail::finish_centre<Real>(node, s, origin, centres, c);
         double r2 = 0;
         for (int i = begin; i < end; ++i) {
           const double dx = static_cast<double>(positions(i, 0)) - c[0];
@@ -151,7 +165,7 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
           for (int q = 0; q < 6; ++q) s.boxes(node, q) = box[q];
           s.mass(node) = m;
           double ctr[3];
-          detail::finish_centre<Real>(node, s, centres, ctr);
+          detail::finish_centre<Real>(node, s, origin, centres, ctr);
           // Bound 1: the children's spheres.
           double r_children = 0;
           for (int c = first; c < first + count; ++c) {

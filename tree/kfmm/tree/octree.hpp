@@ -196,7 +196,8 @@ void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& t
   require(r.non_finite == 0, "update_moments: ", r.non_finite, " masses are NaN or infinite");
   permute_to_tree_order(space, tree, masses, tree.masses);
   compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.first_child, tree.num_children,
-                       tree.leaves, tree.level_offsets, tree.centres, tree.radii, tree.node_masses);
+                       tree.leaves, tree.level_offsets, tree.frame.lo, tree.centres, tree.radii,
+                       tree.node_masses);
 }
 
 /// Builds the octree of `positions` (N x 3) with `masses` (N), both Views accessible from `space`, in
@@ -379,7 +380,8 @@ Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octre
   tree.radii = Kokkos::View<Real*, memory_space>(alloc("kfmm::octree::radii"), m);
   tree.node_masses = Kokkos::View<Real*, memory_space>(alloc("kfmm::octree::node_masses"), m);
   compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.first_child, tree.num_children,
-                       tree.leaves, tree.level_offsets, tree.centres, tree.radii, tree.node_masses);
+                       tree.leaves, tree.level_offsets, tree.frame.lo, tree.centres, tree.radii,
+                       tree.node_masses);
   return tree;
 }
 

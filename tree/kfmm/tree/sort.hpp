@@ -50,21 +50,26 @@ inline int bits_for(unsigned long long max_value) {
 
 namespace detail {
 
-/// Tile geometry of the radix sort on an execution space: host spaces use one thread per tile and
-/// long tiles; device spaces use teams of 64 threads with 32 elements each.
-template <class ExecutionSpace>
+/// Tile geometry of the radix sort: teams of TeamSize threads, each owning Items consecutive elements.
+template <int TeamSize, int Items>
 struct RadixTiles {
-  static constexpr bool host =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecutionSpace::memory_space>::accessible;
-  static constexpr int team_size = host ? 1 : 64;
-  static constexpr int items = host ? 8192 : 32;
-  static constexpr int tile = team_size * items;  // < 65536: counters fit in 16 bits
+  static constexpr int team_size = TeamSize;
+  static constexpr int items = Items;
+  static constexpr int tile = team_size * items;
+  static_assert(tile < 65536, "radix sort tiles must fit 16-bit counters");
 };
 
+/// Default geometry: host spaces use one thread per long tile; device spaces teams of 64 threads
+/// with 32 elements each (256 digits x 64 threads x 2 bytes = 32 KiB of team scratch).
+template <class ExecutionSpace>
+using DefaultRadixTiles = std::conditional_t<
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecutionSpace::memory_space>::accessible,
+    RadixTiles<1, 8192>, RadixTiles<64, 32>>;
+
 /// One radix pass: digit `(key >> shift) & (2^digit_bits - 1)` from `*_in` to `*_out`.
-template <class ExecutionSpace, class KeyIn, class ValueIn, class KeyOut, class ValueOut, class Counts>
+template <class ExecutionSpace, class Tiles, class KeyIn, class ValueIn, class KeyOut, class ValueOut,
+          class Counts>
 struct RadixPass {
-  using Tiles = RadixTiles<ExecutionSpace>;
   using Scratch = Kokkos::View<unsigned short*, typename ExecutionSpace::scratch_memory_space,
                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -154,12 +159,12 @@ struct RadixPass {
   }
 };
 
-template <class ExecutionSpace, class KeyIn, class ValueIn, class KeyOut, class ValueOut, class Counts>
+template <class ExecutionSpace, class Tiles, class KeyIn, class ValueIn, class KeyOut, class ValueOut,
+          class Counts>
 void radix_pass(const ExecutionSpace& space, const KeyIn& keys_in, const ValueIn& values_in,
                 const KeyOut& keys_out, const ValueOut& values_out, const Counts& counts, int n, int shift,
                 int digit_bits) {
-  using Tiles = RadixTiles<ExecutionSpace>;
-  RadixPass<ExecutionSpace, KeyIn, ValueIn, KeyOut, ValueOut, Counts> pass{
+  RadixPass<ExecutionSpace, Tiles, KeyIn, ValueIn, KeyOut, ValueOut, Counts> pass{
       keys_in,
       values_in,
       keys_out,
@@ -173,15 +178,11 @@ void radix_pass(const ExecutionSpace& space, const KeyIn& keys_in, const ValueIn
   pass.run(space);
 }
 
-}  // namespace detail
-
-/// Sorts keys(0 .. n-1) ascending, stably, and applies the same permutation to values(0 .. n-1).
-/// Only the low `key_bits` bits are compared: every key must be below 2^key_bits (0 <= key_bits <= 64).
-/// Runs on `space`; temporaries come from `workspace` (grown as needed).
-template <class ExecutionSpace, class Key, class Value, class... KeyProps, class... ValueProps>
-void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
-                 const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
-                 SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
+/// The radix sort with an explicit tile geometry (tests use it to run device-like teams on the host).
+template <class Tiles, class ExecutionSpace, class Key, class Value, class... KeyProps, class... ValueProps>
+void radix_sort(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
+                const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
+                SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
   static_assert(std::is_unsigned<Key>::value, "sort_by_key: keys must be an unsigned integer type");
   require(n >= 0 && n <= static_cast<int>(keys.extent(0)) && n <= static_cast<int>(values.extent(0)),
           "sort_by_key: n = ", n, " exceeds the keys (", keys.extent(0), ") or values (", values.extent(0),
@@ -189,7 +190,6 @@ void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps.
   require(key_bits >= 0 && key_bits <= static_cast<int>(8 * sizeof(Key)),
           "sort_by_key: key_bits = ", key_bits, " is out of range for a ", 8 * sizeof(Key), "-bit key");
   if (n <= 1 || key_bits == 0) return;
-  using Tiles = detail::RadixTiles<ExecutionSpace>;
   const int passes = (key_bits + 7) / 8;
   const int tiles = (n + Tiles::tile - 1) / Tiles::tile;
   workspace.reserve(n, 256 * tiles);
@@ -202,9 +202,11 @@ void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps.
   for (int p = 0; p < passes; ++p) {
     const int bits = (key_bits - shift + (passes - p) - 1) / (passes - p);
     if (p % 2 == 0) {
-      detail::radix_pass(space, k_main, v_main, k_tmp, v_tmp, workspace.counts, n, shift, bits);
+      radix_pass<ExecutionSpace, Tiles>(space, k_main, v_main, k_tmp, v_tmp, workspace.counts, n, shift,
+                                        bits);
     } else {
-      detail::radix_pass(space, k_tmp, v_tmp, k_main, v_main, workspace.counts, n, shift, bits);
+      radix_pass<ExecutionSpace, Tiles>(space, k_tmp, v_tmp, k_main, v_main, workspace.counts, n, shift,
+                                        bits);
     }
     shift += bits;
   }
@@ -212,6 +214,18 @@ void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps.
     Kokkos::deep_copy(space, k_main, k_tmp);
     Kokkos::deep_copy(space, v_main, v_tmp);
   }
+}
+
+}  // namespace detail
+
+/// Sorts keys(0 .. n-1) ascending, stably, and applies the same permutation to values(0 .. n-1).
+/// Only the low `key_bits` bits are compared: every key must be below 2^key_bits (0 <= key_bits <= 64).
+/// Runs on `space`; temporaries come from `workspace` (grown as needed).
+template <class ExecutionSpace, class Key, class Value, class... KeyProps, class... ValueProps>
+void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
+                 const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
+                 SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
+  detail::radix_sort<detail::DefaultRadixTiles<ExecutionSpace>>(space, keys, values, n, key_bits, workspace);
 }
 
 /// sort_by_key with temporaries allocated for this call.

@@ -1,0 +1,363 @@
+// The octree against slow host references: Morton order, cell structure, leaf rule, moments.
+#include <catch2/catch_template_test_macros.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "backends.hpp"
+#include "kfmm/core/error.hpp"
+#include "test_tree_inputs.hpp"
+
+namespace {
+
+using kfmm_tree_test::HostTree;
+using kfmm_tree_test::Input;
+
+std::uint64_t prefix(std::uint64_t key, int level) {
+  return level == 0 ? 0 : key >> (3 * (21 - level));
+}
+
+/// Checks every structural invariant of a tree built from `in` (positions rounded to Real).
+template <class Real>
+void check_structure(const Input& in, const HostTree<Real>& t) {
+  const int n = in.size();
+  INFO(in.name << " n = " << n << " leaf_size = " << t.leaf_size);
+  REQUIRE(t.n == n);
+  if (n == 0) {
+    REQUIRE(t.num_nodes == 0);
+    REQUIRE(t.num_leaves == 0);
+    REQUIRE(t.num_levels == 0);
+    return;
+  }
+  // Permutation and gathered particles.
+  std::vector<int> sorted_perm = t.permutation;
+  std::sort(sorted_perm.begin(), sorted_perm.end());
+  for (int i = 0; i < n; ++i) REQUIRE(sorted_perm[i] == i);
+  for (int s = 0; s < n; ++s) {
+    const int i = t.permutation[s];
+    for (int a = 0; a < 3; ++a) REQUIRE(t.positions[3 * s + a] == static_cast<Real>(in.x[3 * i + a]));
+    REQUIRE(t.masses[s] == static_cast<Real>(in.m[i]));
+  }
+  // Keys: the naive frame and quantisation, sorted, stable.
+  double lo[3], hi[3];
+  for (int a = 0; a < 3; ++a) {
+    lo[a] = hi[a] = static_cast<Real>(in.x[a]);
+    for (int i = 0; i < n; ++i) {
+      lo[a] = std::min<double>(lo[a], static_cast<Real>(in.x[3 * i + a]));
+      hi[a] = std::max<double>(hi[a], static_cast<Real>(in.x[3 * i + a]));
+    }
+  }
+  double edge = std::max({hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]});
+  if (!(edge > 0)) edge = 1;
+  for (int s = 0; s < n; ++s) {
+    std::uint32_t c[3];
+    for (int a = 0; a < 3; ++a) {
+      const double q = std::floor((static_cast<double>(t.positions[3 * s + a]) - lo[a]) / edge * 2097152.0);
+      c[a] = static_cast<std::uint32_t>(std::min(std::max(q, 0.0), 2097151.0));
+    }
+    REQUIRE(t.keys[s] == kfmm::morton_encode(c[0], c[1], c[2]));
+    if (s > 0) {
+      REQUIRE(t.keys[s - 1] <= t.keys[s]);
+      if (t.keys[s - 1] == t.keys[s]) REQUIRE(t.permutation[s - 1] < t.permutation[s]);
+    }
+  }
+  // Levels and node table.
+  REQUIRE(static_cast<int>(t.level_offsets.size()) == t.num_levels + 1);
+  REQUIRE(t.level_offsets[0] == 0);
+  REQUIRE(t.level_offsets[1] == 1);
+  REQUIRE(t.level_offsets.back() == t.num_nodes);
+  REQUIRE(t.num_levels <= 22);
+  REQUIRE(t.parent[0] == -1);
+  REQUIRE(t.begin[0] == 0);
+  REQUIRE(t.end[0] == n);
+  std::vector<int> leaves_found;
+  for (int l = 0; l < t.num_levels; ++l) {
+    REQUIRE(t.level_offsets[l] < t.level_offsets[l + 1]);  // no empty level below the deepest
+    for (int k = t.level_offsets[l]; k < t.level_offsets[l + 1]; ++k) {
+      INFO("node " << k << " level " << l);
+      REQUIRE(t.level[k] == l);
+      REQUIRE(t.begin[k] < t.end[k]);
+      if (k > t.level_offsets[l]) REQUIRE(t.begin[k - 1] < t.begin[k]);  // Morton order within a level
+      // A node is exactly one Morton cell of its level.
+      const auto p = prefix(t.keys[t.begin[k]], l);
+      REQUIRE(prefix(t.keys[t.end[k] - 1], l) == p);
+      if (t.begin[k] > 0) REQUIRE(prefix(t.keys[t.begin[k] - 1], l) != p);
+      if (t.end[k] < n) REQUIRE(prefix(t.keys[t.end[k]], l) != p);
+      // The leaf rule.
+      const int count = t.end[k] - t.begin[k];
+      const bool should_split = count > t.leaf_size && l < 21;
+      REQUIRE(t.is_leaf(k) == !should_split);
+      if (t.is_leaf(k)) {
+        REQUIRE(t.first_child[k] == -1);
+        leaves_found.push_back(k);
+      } else {
+        const int f = t.first_child[k], c = t.num_children[k];
+        REQUIRE(c >= 1);
+        REQUIRE(c <= 8);
+        REQUIRE(f >= t.level_offsets[l + 1]);
+        REQUIRE(f + c <= t.level_offsets[l + 2]);
+        int expect_begin = t.begin[k];
+        for (int ch = f; ch < f + c; ++ch) {
+          REQUIRE(t.parent[ch] == k);
+          REQUIRE(t.begin[ch] == expect_begin);
+          expect_begin = t.end[ch];
+        }
+        REQUIRE(expect_begin == t.end[k]);
+      }
+      if (k > 0) {
+        const int par = t.parent[k];
+        REQUIRE(t.level[par] == l - 1);
+        REQUIRE(t.first_child[par] <= k);
+        REQUIRE(k < t.first_child[par] + t.num_children[par]);
+      }
+    }
+  }
+  // Leaves: exactly the childless nodes, in Morton order, partitioning the particles.
+  REQUIRE(t.num_leaves == static_cast<int>(leaves_found.size()));
+  std::vector<int> leaves = t.leaves;
+  REQUIRE(std::set<int>(leaves.begin(), leaves.end()) ==
+          std::set<int>(leaves_found.begin(), leaves_found.end()));
+  int expect = 0;
+  for (int leaf : leaves) {
+    REQUIRE(t.begin[leaf] == expect);
+    expect = t.end[leaf];
+  }
+  REQUIRE(expect == n);
+}
+
+/// Centres, radii and masses against sequential host sums over each node's particles.
+template <class Real>
+void check_moments(const Input& in, const HostTree<Real>& t) {
+  INFO(in.name << " n = " << in.size());
+  const double eps = sizeof(Real) == 4 ? 1.2e-7 : 2.3e-16;
+  // Centres are accumulated relative to the box corner: their error scales with the box extent.
+  double extent = 0;
+  for (int a = 0; a < 3 && t.num_nodes > 0; ++a) {
+    double lo = t.positions[a], hi = t.positions[a];
+    for (int s = 0; s < t.n; ++s) {
+      lo = std::min<double>(lo, t.positions[3 * s + a]);
+      hi = std::max<double>(hi, t.positions[3 * s + a]);
+    }
+    extent = std::max(extent, hi - lo);
+  }
+  for (int k = 0; k < t.num_nodes; ++k) {
+    INFO("node " << k);
+    long double w = 0, wx[3] = {0, 0, 0}, m = 0, am = 0;
+    double blo[3], bhi[3], scale = 0;
+    for (int a = 0; a < 3; ++a) blo[a] = bhi[a] = t.positions[3 * t.begin[k] + a];
+    for (int s = t.begin[k]; s < t.end[k]; ++s) {
+      const long double ms = t.masses[s];
+      w += std::fabs(ms);
+      m += ms;
+      am += std::fabs(ms);
+      for (int a = 0; a < 3; ++a) {
+        const double x = t.positions[3 * s + a];
+        wx[a] += std::fabs(ms) * x;
+        blo[a] = std::min(blo[a], x);
+        bhi[a] = std::max(bhi[a], x);
+        scale = std::max(scale, std::fabs(x));
+      }
+    }
+    double c[3];
+    for (int a = 0; a < 3; ++a) {
+      const double ref = w > 0 ? static_cast<double>(wx[a] / w) : 0.5 * (blo[a] + bhi[a]);
+      c[a] = t.centres[3 * k + a];
+      REQUIRE(std::fabs(c[a] - ref) <= eps * (scale + 8 * extent) + 1e-300);
+      REQUIRE(c[a] >= blo[a] - 2 * eps * scale);  // inside the particles' box
+      REQUIRE(c[a] <= bhi[a] + 2 * eps * scale);
+    }
+    REQUIRE(std::fabs(static_cast<double>(t.node_masses[k]) - static_cast<double>(m)) <=
+            4 * eps * static_cast<double>(am) + 1e-300);
+    // Radius: a bound on every particle distance from the stored centre...
+    double exact = 0;
+    for (int s = t.begin[k]; s < t.end[k]; ++s) {
+      double d2 = 0;
+      for (int a = 0; a < 3; ++a) d2 += (t.positions[3 * s + a] - c[a]) * (t.positions[3 * s + a] - c[a]);
+      exact = std::max(exact, std::sqrt(d2));
+    }
+    const double r = t.radii[k];
+    REQUIRE(r >= exact * (1 - 1e-15));
+    if (t.is_leaf(k)) {
+      // ... exact for leaves ...
+      REQUIRE(r <= exact * (1 + 2 * eps) + 1e-300);
+    } else {
+      // ... and no looser than both the children's spheres and the box corner for internal nodes.
+      double children = 0, corner2 = 0;
+      for (int ch = t.first_child[k]; ch < t.first_child[k] + t.num_children[k]; ++ch) {
+        double d2 = 0;
+        for (int a = 0; a < 3; ++a) d2 += (t.centres[3 * ch + a] - c[a]) * (t.centres[3 * ch + a] - c[a]);
+        children = std::max(children, std::sqrt(d2) + static_cast<double>(t.radii[ch]));
+      }
+      for (int a = 0; a < 3; ++a) {
+        const double e = std::max(c[a] - blo[a], bhi[a] - c[a]);
+        corner2 += e * e;
+      }
+      REQUIRE(r <= std::min(children, std::sqrt(corner2)) * (1 + 4 * eps) + 1e-300);
+    }
+  }
+}
+
+template <class Space, class Real>
+void check_all_inputs(int leaf_size) {
+  for (const auto& in : kfmm_tree_test::standard_inputs()) {
+    kfmm_tree_test::DeviceInput<Space, Real> d(in);
+    const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, leaf_size);
+    const HostTree<Real> t(tree);
+    check_structure(in, t);
+    check_moments(in, t);
+  }
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("octree cells leaves and moments match host references", "[tree][octree]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  for (int leaf_size : {1, 3, 16, 64}) {
+    check_all_inputs<Space, double>(leaf_size);
+    check_all_inputs<Space, float>(leaf_size);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("octree keeps coincident particles in one leaf beyond leaf_size", "[tree][octree]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  auto in = kfmm_tree_test::make_input("coincident", 400, 5);
+  kfmm_tree_test::DeviceInput<Space, double> d(in);
+  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 8);
+  const HostTree<double> t(tree);
+  check_structure(in, t);
+  int biggest = 0, biggest_level = 0;
+  for (int leaf : t.leaves) {
+    if (t.end[leaf] - t.begin[leaf] > biggest) {
+      biggest = t.end[leaf] - t.begin[leaf];
+      biggest_level = t.level[leaf];
+    }
+  }
+  REQUIRE(biggest == 300);  // three quarters of the particles share one point
+  REQUIRE(biggest_level == 21);
+  REQUIRE(t.num_levels == 22);
+  // All particles at one point: a single root leaf would exceed leaf_size; a chain down to level 21.
+  auto same = kfmm_tree_test::make_input("coincident", 3, 5);
+  for (int i = 0; i < 3; ++i)
+    for (int a = 0; a < 3; ++a) same.x[3 * i + a] = 0.125;
+  kfmm_tree_test::DeviceInput<Space, float> ds(same);
+  const HostTree<float> ts(kfmm::build_octree(Space(), ds.positions, ds.masses, 2));
+  check_structure(same, ts);
+  REQUIRE(ts.num_nodes == 22);
+  REQUIRE(ts.num_leaves == 1);
+  REQUIRE(ts.radii[0] == 0.0f);
+}
+
+TEMPLATE_LIST_TEST_CASE("octree tiny inputs", "[tree][octree]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  // N = 0: an empty tree with zero nodes.
+  kfmm_tree_test::DeviceInput<Space, double> d0(kfmm_tree_test::make_input("uniform", 0));
+  const auto t0 = kfmm::build_octree(Space(), d0.positions, d0.masses, 4);
+  REQUIRE(t0.num_nodes == 0);
+  REQUIRE(t0.leaves.extent(0) == 0);
+  REQUIRE(t0.level_offsets == std::vector<int>{0});
+  // N = 1: one root leaf of radius 0 centred on the particle.
+  const auto in1 = kfmm_tree_test::make_input("uniform", 1);
+  kfmm_tree_test::DeviceInput<Space, double> d1(in1);
+  const HostTree<double> t1(kfmm::build_octree(Space(), d1.positions, d1.masses, 1));
+  REQUIRE(t1.num_nodes == 1);
+  REQUIRE(t1.leaves == std::vector<int>{0});
+  REQUIRE(t1.radii[0] == 0.0);
+  for (int a = 0; a < 3; ++a) REQUIRE(t1.centres[a] == in1.x[a]);
+  // N = 2 with leaf_size 1: the root and two leaves (they differ in the first octant digit or deeper).
+  const auto in2 = kfmm_tree_test::make_input("uniform", 2);
+  kfmm_tree_test::DeviceInput<Space, double> d2(in2);
+  const HostTree<double> t2(kfmm::build_octree(Space(), d2.positions, d2.masses, 1));
+  check_structure(in2, t2);
+  REQUIRE(t2.num_leaves == 2);
+}
+
+TEMPLATE_LIST_TEST_CASE("octree rejects bad input", "[tree][octree]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using M = typename Space::memory_space;
+  const auto in = kfmm_tree_test::make_input("uniform", 10);
+  kfmm_tree_test::DeviceInput<Space, double> d(in);
+  REQUIRE_THROWS_AS(kfmm::build_octree(Space(), d.positions, d.masses, 0), kfmm::Error);
+  Kokkos::View<double*, M> short_masses("m", 9);
+  REQUIRE_THROWS_AS(kfmm::build_octree(Space(), d.positions, short_masses, 4), kfmm::Error);
+  auto bad = in;
+  bad.x[3 * 4 + 2] = INFINITY;
+  kfmm_tree_test::DeviceInput<Space, double> db(bad);
+  REQUIRE_THROWS_AS(kfmm::build_octree(Space(), db.positions, db.masses, 4), kfmm::Error);
+  bad = in;
+  bad.m[7] = std::nan("");
+  kfmm_tree_test::DeviceInput<Space, double> dm(bad);
+  REQUIRE_THROWS_AS(kfmm::build_octree(Space(), dm.positions, dm.masses, 4), kfmm::Error);
+  auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 4);
+  REQUIRE_THROWS_AS(kfmm::update_moments(Space(), tree, short_masses), kfmm::Error);
+  REQUIRE_THROWS_AS(kfmm::update_moments(Space(), tree, dm.masses), kfmm::Error);
+}
+
+TEMPLATE_LIST_TEST_CASE("update_moments equals a rebuild with the new masses", "[tree][octree]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  auto in = kfmm_tree_test::make_input("plummer", 3000, 21);
+  kfmm_tree_test::DeviceInput<Space, float> d(in);
+  auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 16);
+  auto in2 = in;
+  for (int i = 0; i < in.size(); ++i) in2.m[i] = (i % 5 == 0 ? -2.0 : 1.0) * in.m[i] * (1 + i % 7);
+  kfmm_tree_test::DeviceInput<Space, float> d2(in2);
+  kfmm::update_moments(Space(), tree, d2.masses);
+  const HostTree<float> updated(tree);
+  const HostTree<float> rebuilt(kfmm::build_octree(Space(), d2.positions, d2.masses, 16));
+  REQUIRE(updated.centres == rebuilt.centres);
+  REQUIRE(updated.radii == rebuilt.radii);
+  REQUIRE(updated.node_masses == rebuilt.node_masses);
+  REQUIRE(updated.masses == rebuilt.masses);
+  check_moments(in2, updated);
+}
+
+TEMPLATE_LIST_TEST_CASE("permutation helpers round trip", "[tree][octree]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using M = typename Space::memory_space;
+  const auto in = kfmm_tree_test::make_input("plummer", 500, 2);
+  kfmm_tree_test::DeviceInput<Space, double> d(in);
+  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 8);
+  Kokkos::View<double*[3], M> sorted("sorted", 500), back("back", 500);
+  kfmm::permute_to_tree_order(Space(), tree, d.positions, sorted);
+  kfmm::permute_to_caller_order(Space(), tree, sorted, back);
+  const auto hs = kfmm_test::to_host(sorted), hp = kfmm_test::to_host(tree.positions);
+  const auto hb = kfmm_test::to_host(back), hi = kfmm_test::to_host(d.positions);
+  for (int i = 0; i < 500; ++i)
+    for (int a = 0; a < 3; ++a) {
+      REQUIRE(hs(i, a) == hp(i, a));
+      REQUIRE(hb(i, a) == hi(i, a));
+    }
+  Kokkos::View<double*, M> m_sorted("ms", 500);
+  kfmm::permute_to_tree_order(Space(), tree, d.masses, m_sorted);
+  const auto hm = kfmm_test::to_host(m_sorted), htm = kfmm_test::to_host(tree.masses);
+  for (int i = 0; i < 500; ++i) REQUIRE(hm(i) == htm(i));
+}
+
+#if defined(KOKKOS_ENABLE_SERIAL) && defined(KOKKOS_ENABLE_OPENMP)
+TEST_CASE("octree is bitwise identical on Serial and OpenMP", "[tree][octree]") {
+  for (const char* name : {"plummer", "coincident", "mixed_sign"}) {
+    const auto in = kfmm_tree_test::make_input(name, 30000, 9);
+    kfmm_tree_test::DeviceInput<Kokkos::Serial, double> ds(in);
+    kfmm_tree_test::DeviceInput<Kokkos::OpenMP, double> dp(in);
+    const HostTree<double> a(kfmm::build_octree(Kokkos::Serial(), ds.positions, ds.masses, 32));
+    const HostTree<double> b(kfmm::build_octree(Kokkos::OpenMP(), dp.positions, dp.masses, 32));
+    REQUIRE(a.permutation == b.permutation);
+    REQUIRE(a.level_offsets == b.level_offsets);
+    REQUIRE(a.begin == b.begin);
+    REQUIRE(a.end == b.end);
+    REQUIRE(a.parent == b.parent);
+    REQUIRE(a.first_child == b.first_child);
+    REQUIRE(a.num_children == b.num_children);
+    REQUIRE(a.leaves == b.leaves);
+    REQUIRE(a.centres == b.centres);
+    REQUIRE(a.radii == b.radii);
+    REQUIRE(a.node_masses == b.node_masses);
+  }
+}
+#endif

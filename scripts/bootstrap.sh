@@ -76,6 +76,7 @@ slim_tarball_name="kokkos-${kokkos_version}-kk-${kokkos_version}-src.tar.gz"
 # ---------------------------------------------------------------- Debian packages
 mirror="$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | grep -v security | head -n1 || true)"
 [ -n "$mirror" ] || mirror="http://deb.debian.org/debian"
+mirror="${KFMM_DEBIAN_MIRROR:-$mirror}"   # an override, e.g. to test what happens without the archive
 apt_state="${cache}/apt"
 private_apt() {  # apt-get with its own source list and lists, for backports and deb-src; prints its options
   mkdir -p "$apt_state/lists/partial"
@@ -199,7 +200,7 @@ if [ -n "$pack_dir" ]; then
       case "$f" in
         *.tar.gz) cp "$f" "$pack_dir/" ;;
         *) mkdir -p "$tmp/x" && tar -xf "$f" -C "$tmp/x" &&
-           tar -czf "$pack_dir/${spec#*:}.orig.tar.gz" -C "$tmp/x" . && rm -rf "$tmp/x" ;;
+           tar -czf "$pack_dir/${spec#*:}.orig.tar.gz" -C "$tmp/x" $(ls "$tmp/x") && rm -rf "$tmp/x" ;;
       esac
     done
     rm -rf "$tmp"
@@ -235,9 +236,11 @@ build_from_source() {  # $1 name, $2 tarball glob, $3... cmake options
   if [ -f "$stamp" ]; then log "reusing $name from ${extra_prefix}"; return 0; fi
   log "building $name from $(basename "$tarball") into ${extra_prefix}"
   local b="${cache}/build/extra-${name}"
-  rm -rf "$b" && mkdir -p "$b/src"
-  tar -xf "$tarball" -C "$b/src" --strip-components=1
-  cmake -S "$b/src" -B "$b/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$host_cxx" \
+  rm -rf "$b" && mkdir -p "$b/x"
+  tar -xf "$tarball" -C "$b/x" || die "cannot extract $tarball"
+  local top
+  top="$(dirname "$(find "$b/x" -maxdepth 3 -name CMakeLists.txt | awk '{ print length, $0 }' | sort -n | head -n1 | cut -d' ' -f2-)")"
+  cmake -S "$top" -B "$b/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$host_cxx" \
     -DCMAKE_INSTALL_PREFIX="$extra_prefix" -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
     -DCMAKE_POSITION_INDEPENDENT_CODE=ON "$@" > "$b.log" 2>&1 || { tail -n 30 "$b.log"; die "$name configure"; }
   cmake --build "$b/build" -j"$jobs" >> "$b.log" 2>&1 || { tail -n 30 "$b.log"; die "$name build"; }
@@ -245,18 +248,21 @@ build_from_source() {  # $1 name, $2 tarball glob, $3... cmake options
   touch "$stamp"
   rm -rf "$b" "$b.log"
 }
+# KFMM_BOOTSTRAP_FORCE_SOURCE="catch2 benchmark yaml-cpp" builds those from source even when installed
+# (to test the --no-apt route on a machine that has the packages).
+forced() { case " ${KFMM_BOOTSTRAP_FORCE_SOURCE:-} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if [ "$use_apt" = 0 ]; then
   off=()
-  if ! cmake_probe "Catch2 3"; then
+  if forced catch2 || ! cmake_probe "Catch2 3"; then
     build_from_source catch2 "catch2_3*.orig.tar.gz" -DBUILD_TESTING=OFF -DCATCH_INSTALL_DOCS=OFF \
       -DCATCH_INSTALL_EXTRAS=ON || off+=("-DKFMM_ENABLE_TESTS=OFF (Catch2 v3: carry catch2_3.7.1.orig.tar.gz)")
   fi
-  if ! cmake_probe "benchmark"; then
+  if forced benchmark || ! cmake_probe "benchmark"; then
     build_from_source benchmark "benchmark_1*.orig.tar.gz" -DBENCHMARK_ENABLE_TESTING=OFF \
       -DBENCHMARK_ENABLE_GTEST_TESTS=OFF -DBENCHMARK_ENABLE_WERROR=OFF -DBENCHMARK_INSTALL_DOCS=OFF \
       || off+=("-DKFMM_ENABLE_BENCHMARKS=OFF (Google Benchmark: carry benchmark_1.7.1.orig.tar.gz)")
   fi
-  if ! cmake_probe "yaml-cpp"; then
+  if forced yaml-cpp || ! cmake_probe "yaml-cpp"; then
     build_from_source yaml-cpp "yaml-cpp_0*.orig.tar.gz" -DYAML_CPP_BUILD_TESTS=OFF -DYAML_CPP_BUILD_TOOLS=OFF \
       -DYAML_CPP_BUILD_CONTRIB=OFF -DYAML_BUILD_SHARED_LIBS=OFF \
       || off+=("-DKFMM_ENABLE_APPS=OFF (yaml-cpp: carry yaml-cpp_0.7.0+dfsg.orig.tar.gz)")

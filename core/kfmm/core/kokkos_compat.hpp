@@ -7,6 +7,18 @@
 #include <Kokkos_Core.hpp>
 
 #include <cmath>
+#include <string>
+
+/// Reduction value types joined by Kokkos' default join (operator+=): Kokkos 3.x joins through
+/// `volatile` references, Kokkos 4+ through plain ones (and C++20, which Kokkos 5 requires, deprecates
+/// compound assignment to volatile). Declare the volatile overload inside this macro so it exists only
+/// where it is used:
+///   KFMM_COMPAT_VOLATILE_JOIN(KOKKOS_INLINE_FUNCTION void operator+=(const volatile T& o) volatile {...})
+#if KOKKOS_VERSION < 40000
+#define KFMM_COMPAT_VOLATILE_JOIN(...) __VA_ARGS__
+#else
+#define KFMM_COMPAT_VOLATILE_JOIN(...)
+#endif
 
 namespace kfmm::compat {
 
@@ -35,6 +47,41 @@ template <class T>
 KOKKOS_INLINE_FUNCTION T abs(T x) {
   return x < T(0) ? -x : x;
 }
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || defined(KOKKOS_ENABLE_SYCL) || \
+    defined(KOKKOS_ENABLE_OPENMPTARGET)
+// With a device backend Kokkos 3.4 declares no long double overloads (Kokkos 4+ has host-only ones);
+// host reference code (the tests' long double references) needs them. Callable from host-device
+// templates; in device code (where long double is double anyway) they compute in double.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define KFMM_COMPAT_LONG_DOUBLE_1(name)                    \
+  KOKKOS_INLINE_FUNCTION long double name(long double x) { \
+    return name(static_cast<double>(x));                   \
+  }
+#define KFMM_COMPAT_LONG_DOUBLE_2(name)                                   \
+  KOKKOS_INLINE_FUNCTION long double name(long double x, long double y) { \
+    return name(static_cast<double>(x), static_cast<double>(y));          \
+  }
+#else
+#define KFMM_COMPAT_LONG_DOUBLE_1(name)                    \
+  KOKKOS_INLINE_FUNCTION long double name(long double x) { \
+    return std::name(x);                                   \
+  }
+#define KFMM_COMPAT_LONG_DOUBLE_2(name)                                   \
+  KOKKOS_INLINE_FUNCTION long double name(long double x, long double y) { \
+    return std::name(x, y);                                               \
+  }
+#endif
+KFMM_COMPAT_LONG_DOUBLE_1(cbrt)
+KFMM_COMPAT_LONG_DOUBLE_1(exp)
+KFMM_COMPAT_LONG_DOUBLE_1(fabs)
+KFMM_COMPAT_LONG_DOUBLE_2(fmax)
+KFMM_COMPAT_LONG_DOUBLE_2(fmin)
+KFMM_COMPAT_LONG_DOUBLE_1(log)
+KFMM_COMPAT_LONG_DOUBLE_2(pow)
+KFMM_COMPAT_LONG_DOUBLE_1(sqrt)
+#undef KFMM_COMPAT_LONG_DOUBLE_1
+#undef KFMM_COMPAT_LONG_DOUBLE_2
+#endif
 #endif
 
 /// Reciprocal square root: the hardware instruction on NVIDIA GPUs, 1/sqrt elsewhere.
@@ -78,13 +125,12 @@ int concurrency(const ExecutionSpace& space) {
   return static_cast<int>(space.concurrency());
 }
 
-/// Kokkos version as a string for reports, e.g. "3.4.1".
+/// Kokkos version as a string for reports, e.g. "3.4.1" (KOKKOS_VERSION is major*10000 + minor*100 + patch).
 inline const char* kokkos_version_string() {
-#define KFMM_STR2(x) #x
-#define KFMM_STR(x) KFMM_STR2(x)
-  return KFMM_STR(KOKKOS_VERSION);
-#undef KFMM_STR
-#undef KFMM_STR2
+  static const std::string version = std::to_string(KOKKOS_VERSION / 10000) + "." +
+                                     std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
+                                     std::to_string(KOKKOS_VERSION % 100);
+  return version.c_str();
 }
 
 }  // namespace kfmm::compat

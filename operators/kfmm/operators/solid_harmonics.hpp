@@ -22,6 +22,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <type_traits>
+
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
 
@@ -33,45 +35,78 @@ KOKKOS_INLINE_FUNCTION constexpr int harmonic_weight(int m) {
   return m == 0 ? 1 : 2;
 }
 
-/// Regular real solid harmonics R_n^m(x, y, z) for n = 0..degree, written to
-/// R[0 .. (degree+1)^2). Any degree >= 0 (the buffer must hold (degree+1)^2 values). Recurrences:
-///   R_m^m = (x + i y) / (2m) * R_{m-1}^{m-1}                  (complex form, real/imaginary parts)
-///   R_{m+1}^m = z R_m^m
-///   R_n^m = ((2n-1) z R_{n-1}^m - r^2 R_{n-2}^m) / ((n+m)(n-m))   for n >= m + 2
-/// (the Legendre recurrences with Dehnen's 1/(n+m)! normalisation; no division by r, exact at r = 0).
-template <class Real>
-KOKKOS_INLINE_FUNCTION void regular_harmonics(int degree, Real x, Real y, Real z, Real* R) {
+namespace detail {
+struct RecurrenceTable {
+  double inverse[num_coefficients(max_order)];  // 1 / ((n+m)(n-m)) at slot (n, m >= 0)
+};
+KOKKOS_INLINE_FUNCTION constexpr RecurrenceTable make_recurrence_table() {
+  RecurrenceTable t{};
+  for (int n = 0; n <= max_order; ++n)
+    for (int m = 0; m < n; ++m) t.inverse[coefficient_index(n, m)] = 1.0 / ((n + m) * (n - m));
+  return t;
+}
+}  // namespace detail
+
+/// 1 / ((n+m)(n-m)) for 0 <= m < n <= max_order (the regular recurrence's divisor), from a
+/// constant table: no division in the streaming loops.
+KOKKOS_INLINE_FUNCTION double regular_recurrence_inverse(int n, int m) {
+  static constexpr detail::RecurrenceTable table = detail::make_recurrence_table();
+  return table.inverse[coefficient_index(n, m)];
+}
+
+/// Calls f(n, m, c, s) for every degree n = 0..degree and order m = 0..n, with c = R_n^m(x, y, z)
+/// and s = R_n^-m(x, y, z) (s = 0 for m = 0), column by column (m outer, n inner). Recurrences (the
+/// Legendre recurrences with Dehnen's 1/(n+m)! normalisation; no division by r, exact at r = 0):
+///   R_m^m = (x + i y) / (2m) * R_{m-1}^{m-1}     (complex form: real and imaginary parts)
+///   R_n^m = ((2n-1) z R_{n-1}^m - r^2 R_{n-2}^m) / ((n+m)(n-m))   for n > m  (R_{m-1}^m = 0).
+/// Only a handful of registers, no buffer of (degree+1)^2 values: the streaming form of P2M and L2P.
+/// float / double: degree <= max_order (the divisors come from a table); other types (long double,
+/// dual numbers in tests) divide and accept any degree.
+template <class Real, class F>
+KOKKOS_INLINE_FUNCTION void for_each_regular_harmonic(int degree, Real x, Real y, Real z, F&& f) {
+  constexpr bool tabulated = std::is_same<Real, float>::value || std::is_same<Real, double>::value;
   const Real r2 = x * x + y * y + z * z;
   Real c = Real(1), s = Real(0);  // R_m^m, R_m^-m
   for (int m = 0; m <= degree; ++m) {
     if (m > 0) {
-      const Real inv = Real(1) / Real(2 * m);
-      const Real cn = (x * c - y * s) * inv;
-      s = (y * c + x * s) * inv;
+      const Real half = Real(0.5) / Real(m);
+      const Real cn = (x * c - y * s) * half;
+      s = (y * c + x * s) * half;
       c = cn;
     }
-    R[coefficient_index(m, m)] = c;
-    if (m > 0) R[coefficient_index(m, -m)] = s;
-    if (m + 1 > degree) continue;
-    R[coefficient_index(m + 1, m)] = z * c;
-    if (m > 0) R[coefficient_index(m + 1, -m)] = z * s;
-    for (int n = m + 2; n <= degree; ++n) {
-      const Real a = Real(2 * n - 1);
-      const Real inv = Real(1) / Real((n + m) * (n - m));
-      R[coefficient_index(n, m)] =
-          (a * z * R[coefficient_index(n - 1, m)] - r2 * R[coefficient_index(n - 2, m)]) * inv;
-      if (m > 0)
-        R[coefficient_index(n, -m)] =
-            (a * z * R[coefficient_index(n - 1, -m)] - r2 * R[coefficient_index(n - 2, -m)]) * inv;
+    f(m, m, c, s);
+    Real c2 = Real(0), s2 = Real(0), c1 = c, s1 = s;  // R_{n-2}, R_{n-1}
+    for (int n = m + 1; n <= degree; ++n) {
+      const Real a = Real(2 * n - 1) * z;
+      Real inv;
+      if constexpr (tabulated) {
+        inv = static_cast<Real>(regular_recurrence_inverse(n, m));
+      } else {
+        inv = Real(1) / Real((n + m) * (n - m));
+      }
+      const Real cn = (a * c1 - r2 * c2) * inv;
+      const Real sn = (a * s1 - r2 * s2) * inv;
+      f(n, m, cn, sn);
+      c2 = c1, s2 = s1, c1 = cn, s1 = sn;
     }
   }
 }
 
-/// Irregular real solid harmonics I_n^m(x, y, z) for n = 0..degree, written to
-/// I[0 .. (degree+1)^2). Any degree >= 0. Requires r > 0 (the harmonics are singular at the origin).
-/// Recurrences (from the Legendre recurrences with the (n-m)!/r^(n+1) normalisation):
-///   I_0^0 = 1/r,  I_m^m = (2m-1) (x + i y) / r^2 * I_{m-1}^{m-1},  I_{m+1}^m = (2m+1) z / r^2 * I_m^m,
-///   I_n^m = ((2n-1) z I_{n-1}^m - (n+m-1)(n-m-1) I_{n-2}^m) / r^2.
+/// Regular real solid harmonics R_n^m(x, y, z) for n = 0..degree, written to R[0 .. (degree+1)^2)
+/// (for_each_regular_harmonic's recurrences and degree limits).
+template <class Real>
+KOKKOS_INLINE_FUNCTION void regular_harmonics(int degree, Real x, Real y, Real z, Real* R) {
+  for_each_regular_harmonic(degree, x, y, z, [&](int n, int m, const Real& c, const Real& s) {
+    R[coefficient_index(n, m)] = c;
+    if (m > 0) R[coefficient_index(n, -m)] = s;
+  });
+}
+
+/// Irregular real solid harmonics I_n^m(x, y, z) for n = 0..degree (any degree), written to
+/// I[0 .. (degree+1)^2). Requires r > 0 (the harmonics are singular at the origin). Recurrences
+/// (the Legendre recurrences with the (n-m)!/r^(n+1) normalisation):
+///   I_0^0 = 1/r,  I_m^m = (2m-1) (x + i y) / r^2 * I_{m-1}^{m-1},
+///   I_n^m = ((2n-1) z I_{n-1}^m - (n+m-1)(n-m-1) I_{n-2}^m) / r^2   for n > m  (I_{m-1}^m = 0).
 template <class Real>
 KOKKOS_INLINE_FUNCTION void irregular_harmonics(int degree, Real x, Real y, Real z, Real* I) {
   const Real r2 = x * x + y * y + z * z;
@@ -87,18 +122,14 @@ KOKKOS_INLINE_FUNCTION void irregular_harmonics(int degree, Real x, Real y, Real
     }
     I[coefficient_index(m, m)] = c;
     if (m > 0) I[coefficient_index(m, -m)] = s;
-    if (m + 1 > degree) continue;
-    const Real a1 = Real(2 * m + 1);
-    I[coefficient_index(m + 1, m)] = a1 * zs * c;
-    if (m > 0) I[coefficient_index(m + 1, -m)] = a1 * zs * s;
-    for (int n = m + 2; n <= degree; ++n) {
-      const Real a = Real(2 * n - 1);
-      const Real b = Real((n + m - 1) * (n - m - 1));
-      I[coefficient_index(n, m)] =
-          a * zs * I[coefficient_index(n - 1, m)] - b * rinv2 * I[coefficient_index(n - 2, m)];
-      if (m > 0)
-        I[coefficient_index(n, -m)] =
-            a * zs * I[coefficient_index(n - 1, -m)] - b * rinv2 * I[coefficient_index(n - 2, -m)];
+    Real c2 = Real(0), s2 = Real(0), c1 = c, s1 = s;  // I_{n-2}, I_{n-1}
+    for (int n = m + 1; n <= degree; ++n) {
+      const Real a = Real(2 * n - 1) * zs;
+      const Real b = Real((n + m - 1) * (n - m - 1)) * rinv2;
+      const Real cn = a * c1 - b * c2, sn = a * s1 - b * s2;
+      I[coefficient_index(n, m)] = cn;
+      if (m > 0) I[coefficient_index(n, -m)] = sn;
+      c2 = c1, s2 = s1, c1 = cn, s1 = sn;
     }
   }
 }

@@ -1,0 +1,74 @@
+/// \file expansion_checks.hpp
+/// Argument checks and launch helpers shared by the batched expansion operators (p2m, m2m, l2l,
+/// l2p): View ranks, value types and extents, node ids and particle ranges (validated on the
+/// execution space before any kernel dereferences them), and the team size of the team kernels.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <type_traits>
+
+#include "kfmm/core/error.hpp"
+#include "kfmm/core/expansion_layout.hpp"
+
+namespace kfmm {
+
+/// Launch options of the batched expansion operators (p2m, m2m, l2p; l2l runs one thread per child).
+struct ExpansionOptions {
+  /// Threads per team; 0 = backend default (1 on host backends, 32 on GPUs, fewer when the team
+  /// scratch of high orders would not fit). A value above the backend's maximum throws. Host
+  /// backends accept > 1 where Kokkos allows it (how the tests exercise the GPU code path on a CPU).
+  int team_size = 0;
+};
+
+namespace detail {
+
+/// True when ExecutionSpace runs on the host (team size 1 there: the league is the parallelism).
+template <class ExecutionSpace>
+inline constexpr bool is_host_space =
+    Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+
+/// Compile-time checks of one View argument: rank, and memory reachable from the execution space.
+template <class ExecutionSpace, class View, int Rank>
+constexpr void static_check_view() {
+  static_assert(Kokkos::is_view<View>::value, "kfmm: expected a Kokkos::View");
+  static_assert(static_cast<int>(View::rank) == Rank, "kfmm: View argument has the wrong rank");
+  static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, typename View::memory_space>::accessible,
+                "kfmm: View memory space not accessible from the execution space");
+}
+
+/// Number of i in [0, n) with bad(i) true, counted on `space` (a fence follows).
+template <class ExecutionSpace, class Predicate>
+int count_bad(const ExecutionSpace& space, const char* label, int n, const Predicate& bad) {
+  if (n <= 0) return 0;
+  int count = 0;
+  Kokkos::parallel_reduce(
+      label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(int i, int& c) {
+        if (bad(i)) ++c;
+      },
+      count);
+  return count;
+}
+
+/// Team size for a team kernel whose team scratch is `fixed_bytes + per_thread_bytes * team`:
+/// the requested size if given (checked against the backend), else 1 on host backends and the
+/// largest power of two <= `gpu_default` that keeps the scratch within 32 KiB on devices.
+template <class ExecutionSpace, class Policy, class Functor>
+int choose_team_size(const char* op, int requested, int gpu_default, std::size_t fixed_bytes,
+                     std::size_t per_thread_bytes, const Policy& probe, const Functor& functor) {
+  const int max_team = probe.team_size_max(functor, Kokkos::ParallelForTag());
+  if (requested > 0) {
+    require(requested <= max_team, op, ": team_size = ", requested, " exceeds the backend's maximum of ",
+            max_team);
+    return requested;
+  }
+  if (is_host_space<ExecutionSpace>) return 1;
+  int team = gpu_default < max_team ? gpu_default : max_team;
+  while (team > 1 && fixed_bytes + per_thread_bytes * static_cast<std::size_t>(team) > 32 * 1024) team /= 2;
+  return team;
+}
+
+}  // namespace detail
+}  // namespace kfmm

@@ -1,0 +1,112 @@
+/// \file l2l.hpp
+/// L2L: a local expansion about a parent centre P re-expanded about a child centre s (exact for the
+/// truncated polynomial: the shifted local represents the same degree-p polynomial).
+///
+/// Rotation-based, O(p^3) (rotation.hpp, translation_z.hpp): with t = s - P, normalise (D^{-1} L),
+/// rotate so that t lies on +z (O), un-normalise, z-shift L'_n^m = sum_{k=0}^{p-n} |t|^k / k! L_{n+k}^m,
+/// normalise, rotate back (O^T), un-normalise.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <type_traits>
+
+#include "kfmm/core/error.hpp"
+#include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/operators/expansion_checks.hpp"
+#include "kfmm/operators/rotation.hpp"
+#include "kfmm/operators/translation_z.hpp"
+
+namespace kfmm {
+
+/// In place: the local `a` (order p) about a parent centre P becomes the local about the child
+/// centre s, with (tx, ty, tz) = s - P. P >= 0: compile-time order; P = -1: runtime order 0..16.
+template <int P = -1, class Real>
+KOKKOS_INLINE_FUNCTION void l2l_shift(int order, Real tx, Real ty, Real tz, Real* a) {
+  const RotationAngles<Real> g = rotation_angles(tx, ty, tz);
+  apply_scale<P, true>(order, a);
+  rotate_to_z<P>(order, g, a);
+  apply_scale<P>(order, a);
+  l2l_z_shift<P>(order, g.r, a);
+  apply_scale<P, true>(order, a);
+  rotate_from_z<P>(order, g, a);
+  apply_scale<P>(order, a);
+}
+
+/// Adds to `child` (order p, about s) the local `parent` (order p, about P) shifted to s;
+/// (tx, ty, tz) = s - P = child centre - parent centre. Runtime order 0..16.
+template <class Real>
+KOKKOS_INLINE_FUNCTION void l2l_pair(int order, const Real* parent, Real tx, Real ty, Real tz, Real* child) {
+  Real a[num_coefficients(max_order)];
+  const int nc = num_coefficients(order);
+  for (int i = 0; i < nc; ++i) a[i] = parent[i];
+  l2l_shift(order, tx, ty, tz, a);
+  for (int i = 0; i < nc; ++i) child[i] += a[i];
+}
+
+/// Compile-time-order form of l2l_pair.
+template <int P, class Real>
+KOKKOS_INLINE_FUNCTION void l2l_pair(const Real* parent, Real tx, Real ty, Real tz, Real* child) {
+  static_assert(P >= 0 && P <= max_order, "kfmm: L2L order out of range 0..16");
+  Real a[num_coefficients(P)];
+  KFMM_PRAGMA_UNROLL
+  for (int i = 0; i < num_coefficients(P); ++i) a[i] = parent[i];
+  l2l_shift<P>(P, tx, ty, tz, a);
+  KFMM_PRAGMA_UNROLL
+  for (int i = 0; i < num_coefficients(P); ++i) child[i] += a[i];
+}
+
+/// Batched L2L. For every node id `c` in `children`, ADDS to row c of `locals` the local of its
+/// parent `parent(c)` shifted to centres(c). The parents' rows must be final (the solver passes one
+/// level at a time, root side first) and no listed child may be the parent of another listed child.
+///
+/// One thread per listed child owns that child's row (no atomics; the work per child is a single
+/// shift, so a team per child would leave all but one thread idle). Deterministic.
+///
+/// Throws kfmm::Error for an order outside 0..16, a locals View with fewer than (order+1)^2 columns,
+/// mismatched extents, or listed children / their parents out of bounds (checked on the device first).
+template <class ExecutionSpace, class Children, class Parent, class Centres, class Locals>
+void l2l(const ExecutionSpace& space, int order, const Children& children, const Parent& parent,
+         const Centres& centres, const Locals& locals) {
+  using Real = typename Locals::non_const_value_type;
+  detail::static_check_view<ExecutionSpace, Children, 1>();
+  detail::static_check_view<ExecutionSpace, Parent, 1>();
+  detail::static_check_view<ExecutionSpace, Centres, 2>();
+  detail::static_check_view<ExecutionSpace, Locals, 2>();
+  static_assert(std::is_floating_point<Real>::value, "kfmm::l2l: locals must hold float or double");
+  static_assert(std::is_same<typename Centres::non_const_value_type, Real>::value,
+                "kfmm::l2l: centres and locals must share one real type");
+  static_assert(std::is_same<typename Locals::array_layout, Kokkos::LayoutRight>::value,
+                "kfmm::l2l: locals must be LayoutRight (one contiguous row per node)");
+
+  check_order(order, "l2l order");
+  const int nc = num_coefficients(order);
+  require(static_cast<int>(locals.extent(1)) >= nc, "l2l: locals has ", locals.extent(1), " columns, order ",
+          order, " needs ", nc);
+  require(centres.extent(1) == 3, "l2l: centres must have 3 columns, has ", centres.extent(1));
+  const int num_nodes = static_cast<int>(locals.extent(0));
+  require(static_cast<int>(centres.extent(0)) >= num_nodes && static_cast<int>(parent.extent(0)) >= num_nodes,
+          "l2l: centres (", centres.extent(0), ") and parent (", parent.extent(0),
+          ") must cover the locals' ", num_nodes, " rows");
+  const int num_children = static_cast<int>(children.extent(0));
+  const int bad = detail::count_bad(
+      space, "kfmm::l2l::check", num_children, KOKKOS_LAMBDA(int i) {
+        const int c = children(i);
+        if (c < 0 || c >= num_nodes) return true;
+        const int q = parent(c);
+        return q < 0 || q >= num_nodes || q == c;
+      });
+  require(bad == 0, "l2l: ", bad, " of the ", num_children, " listed children are not node ids in [0, ",
+          num_nodes, ") with a parent in [0, ", num_nodes, ") (the root has none)");
+  if (num_children == 0) return;
+
+  Kokkos::parallel_for(
+      "kfmm::l2l", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_children), KOKKOS_LAMBDA(int i) {
+        const int c = children(i);
+        const int q = parent(c);
+        l2l_pair(order, &locals(q, 0), centres(c, 0) - centres(q, 0), centres(c, 1) - centres(q, 1),
+                 centres(c, 2) - centres(q, 2), &locals(c, 0));
+      });
+}
+
+}  // namespace kfmm

@@ -1,0 +1,194 @@
+/// \file l2p.hpp
+/// L2P: evaluation of local expansions at particles. A local L about a centre s represents
+///   Phi(x) = sum_{n <= p} sum_m L_n^m R_n^m(x - s)  ~  sum_j mu_j / |x - x_j|   (far sources only),
+/// and L2P adds the physical far field (G the gravitational constant):
+///   potential     phi(x) = -G Phi(x)                (a unit point mass gives -G / r),
+///   acceleration  a(x)   = -grad phi = G grad Phi   (a unit point mass gives -G (x - x_j) / r^3).
+/// The gradient is exact for the truncated expansion and costs no finite differences: each
+/// derivative lowers the degree by one (solid_harmonics.hpp, harmonic_lowering_x/y, d/dz R_n^m =
+/// R_{n-1}^m), so grad Phi = sum_{n <= p-1} (Gx, Gy, Gz)_n^m R_n^m(x - s) with gradient coefficients
+///   Gx_n^k = sum_m L_{n+1}^m lx(m, k),  Gy_n^k = sum_m L_{n+1}^m ly(m, k),  Gz_n^k = L_{n+1}^k,
+/// computed once per leaf; particles then need the harmonics only, by streaming recurrences.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <type_traits>
+
+#include "kfmm/core/error.hpp"
+#include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/operators/expansion_checks.hpp"
+#include "kfmm/operators/solid_harmonics.hpp"
+
+namespace kfmm {
+
+/// Gradient coefficient k = n^2 + n + m (n <= order - 1) of the local L (order `order`): writes
+/// (Gx, Gy, Gz)_n^m such that grad Phi = sum (G.)_n^m R_n^m. See the file comment.
+template <class Real>
+KOKKOS_INLINE_FUNCTION void l2p_gradient_coefficient(int n, int m, const Real* L, Real& gx, Real& gy,
+                                                     Real& gz) {
+  const int am = m < 0 ? -m : m;
+  const int cand[4] = {am - 1, am + 1, -(am - 1), -(am + 1)};  // orders whose derivatives reach (n, m)
+  Real sx = Real(0), sy = Real(0);
+  for (int c = 0; c < 4; ++c) {
+    const int j = cand[c];
+    bool repeated = false;
+    for (int e = 0; e < c; ++e) repeated = repeated || cand[e] == j;
+    if (repeated || j > n + 1 || j < -(n + 1)) continue;
+    const Real l = L[coefficient_index(n + 1, j)];
+    sx += static_cast<Real>(harmonic_lowering_x(j, m)) * l;
+    sy += static_cast<Real>(harmonic_lowering_y(j, m)) * l;
+  }
+  gx = sx;
+  gy = sy;
+  gz = L[coefficient_index(n + 1, m)];
+}
+
+/// Writes the gradient coefficients of L (order `order` >= 0) to Gx, Gy, Gz (num_coefficients(order-1)
+/// values each; nothing for order 0).
+template <class Real>
+KOKKOS_INLINE_FUNCTION void l2p_gradient_coefficients(int order, const Real* L, Real* Gx, Real* Gy,
+                                                      Real* Gz) {
+  for (int n = 0; n < order; ++n)
+    for (int m = -n; m <= n; ++m) {
+      const int k = coefficient_index(n, m);
+      l2p_gradient_coefficient(n, m, L, Gx[k], Gy[k], Gz[k]);
+    }
+}
+
+/// Evaluates at (dx, dy, dz) = x - s the potential sum L_n^m R_n^m and its gradient (from the
+/// gradient coefficients of l2p_gradient_coefficients), ADDING them to phi and (gx, gy, gz). No
+/// physical constants: L2P scales by -G (potential) and G (acceleration).
+template <class Real>
+KOKKOS_INLINE_FUNCTION void l2p_particle(int order, const Real* L, const Real* Gx, const Real* Gy,
+                                         const Real* Gz, Real dx, Real dy, Real dz, Real& phi, Real& gx,
+                                         Real& gy, Real& gz) {
+  Real p = Real(0), x = Real(0), y = Real(0), z = Real(0);
+  for_each_regular_harmonic(order, dx, dy, dz, [&](int n, int m, Real c, Real s) {
+    const int i = coefficient_index(n, m), j = coefficient_index(n, -m);
+    if (m == 0) {
+      p += L[i] * c;
+      if (n < order) x += Gx[i] * c, y += Gy[i] * c, z += Gz[i] * c;
+    } else {
+      p += L[i] * c + L[j] * s;
+      if (n < order) {
+        x += Gx[i] * c + Gx[j] * s;
+        y += Gy[i] * c + Gy[j] * s;
+        z += Gz[i] * c + Gz[j] * s;
+      }
+    }
+  });
+  phi += p;
+  gx += x;
+  gy += y;
+  gz += z;
+}
+
+/// Batched L2P. For every node id in `leaves` and each particle i in ranges(leaf, 0) .. ranges(leaf, 1) - 1,
+/// ADDS the far field of the local expansion locals(leaf) (order `order`, about centres(leaf)):
+///   potentials(i) += -G Phi(x_i),   accelerations(i, :) += G grad Phi(x_i).
+/// With a local built by P2M -> (M2M) -> M2L -> (L2L) this equals what P2P computes with softening 0
+/// for the far sources, up to the truncation at order p.
+///
+/// One team per listed leaf: the team loads the local row and its gradient coefficients into team
+/// scratch, then its threads take the leaf's particles; every particle is written by one thread
+/// (listed leaves must have disjoint particle ranges, as a tree's leaves do). Deterministic.
+///
+/// Throws kfmm::Error for an order outside 0..16, a locals View with fewer than (order+1)^2 columns,
+/// mismatched extents, a non-finite G, or listed ids / ranges out of bounds (checked on the device first).
+template <class ExecutionSpace, class Leaves, class Ranges, class Centres, class Locals, class Positions,
+          class Accelerations, class Potentials>
+void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves, const Ranges& ranges,
+         const Centres& centres, const Locals& locals, const Positions& positions,
+         const Accelerations& accelerations, const Potentials& potentials,
+         const ExpansionOptions& options = {}) {
+  using Real = typename Accelerations::non_const_value_type;
+  detail::static_check_view<ExecutionSpace, Leaves, 1>();
+  detail::static_check_view<ExecutionSpace, Ranges, 2>();
+  detail::static_check_view<ExecutionSpace, Centres, 2>();
+  detail::static_check_view<ExecutionSpace, Locals, 2>();
+  detail::static_check_view<ExecutionSpace, Positions, 2>();
+  detail::static_check_view<ExecutionSpace, Accelerations, 2>();
+  detail::static_check_view<ExecutionSpace, Potentials, 1>();
+  static_assert(std::is_floating_point<Real>::value, "kfmm::l2p: accelerations must hold float or double");
+  static_assert(
+      std::is_same<typename Positions::non_const_value_type, Real>::value &&
+          std::is_same<typename Potentials::non_const_value_type, Real>::value &&
+          std::is_same<typename Centres::non_const_value_type, Real>::value &&
+          std::is_same<typename Locals::non_const_value_type, Real>::value,
+      "kfmm::l2p: positions, centres, locals, accelerations and potentials must share one real type");
+  static_assert(std::is_same<typename Locals::array_layout, Kokkos::LayoutRight>::value,
+                "kfmm::l2p: locals must be LayoutRight (one contiguous row per node)");
+
+  check_order(order, "l2p order");
+  const int nc = num_coefficients(order);
+  const int ng = num_coefficients(order - 1);
+  require(static_cast<int>(locals.extent(1)) >= nc, "l2p: locals has ", locals.extent(1), " columns, order ",
+          order, " needs ", nc);
+  require(G == G && G > -1e300 && G < 1e300, "l2p: G = ", G, " must be finite");
+  require(positions.extent(1) == 3, "l2p: positions must have 3 columns, has ", positions.extent(1));
+  require(accelerations.extent(1) == 3, "l2p: accelerations must have 3 columns, has ",
+          accelerations.extent(1));
+  require(centres.extent(1) == 3, "l2p: centres must have 3 columns, has ", centres.extent(1));
+  require(ranges.extent(1) == 2, "l2p: ranges must have 2 columns, has ", ranges.extent(1));
+  const int num_particles = static_cast<int>(positions.extent(0));
+  require(static_cast<int>(accelerations.extent(0)) == num_particles &&
+              static_cast<int>(potentials.extent(0)) == num_particles,
+          "l2p: accelerations (", accelerations.extent(0), ") and potentials (", potentials.extent(0),
+          ") must have one entry per position (", num_particles, ")");
+  const int num_nodes = static_cast<int>(locals.extent(0));
+  require(static_cast<int>(centres.extent(0)) >= num_nodes && static_cast<int>(ranges.extent(0)) >= num_nodes,
+          "l2p: centres (", centres.extent(0), " rows) and ranges (", ranges.extent(0),
+          " rows) must cover the locals' ", num_nodes, " rows");
+  const int num_leaves = static_cast<int>(leaves.extent(0));
+  const int bad = detail::count_bad(
+      space, "kfmm::l2p::check", num_leaves, KOKKOS_LAMBDA(int i) {
+        const int leaf = leaves(i);
+        if (leaf < 0 || leaf >= num_nodes) return true;
+        const int b = ranges(leaf, 0), e = ranges(leaf, 1);
+        return b < 0 || b > e || e > num_particles;
+      });
+  require(bad == 0, "l2p: ", bad, " of the ", num_leaves, " listed leaves are not node ids in [0, ",
+          num_nodes, ") with a particle range inside [0, ", num_particles, "]");
+  if (num_leaves == 0) return;
+
+  const Real g = static_cast<Real>(G);
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+  using Member = typename Policy::member_type;
+  using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  auto kernel = KOKKOS_LAMBDA(const Member& member) {
+    const int leaf = leaves(member.league_rank());
+    const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
+    if (begin == end) return;
+    Scratch L(member.team_scratch(0), nc);
+    Scratch Gx(member.team_scratch(0), ng > 0 ? ng : 1);
+    Scratch Gy(member.team_scratch(0), ng > 0 ? ng : 1);
+    Scratch Gz(member.team_scratch(0), ng > 0 ? ng : 1);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { L(k) = locals(leaf, k); });
+    member.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, ng), [&](int k) {
+      int n = 0;
+      while ((n + 1) * (n + 1) <= k) ++n;
+      l2p_gradient_coefficient(n, k - n * n - n, L.data(), Gx(k), Gy(k), Gz(k));
+    });
+    member.team_barrier();
+    const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, begin, end), [&](int i) {
+      Real phi = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
+      l2p_particle(order, L.data(), Gx.data(), Gy.data(), Gz.data(), positions(i, 0) - cx,
+                   positions(i, 1) - cy, positions(i, 2) - cz, phi, gx, gy, gz);
+      potentials(i) -= g * phi;
+      accelerations(i, 0) += g * gx;
+      accelerations(i, 1) += g * gy;
+      accelerations(i, 2) += g * gz;
+    });
+  };
+  const std::size_t bytes = Scratch::shmem_size(nc) + 3 * Scratch::shmem_size(ng > 0 ? ng : 1);
+  const int team = detail::choose_team_size<ExecutionSpace>("l2p", options.team_size, 32, bytes, 0,
+                                                            Policy(space, num_leaves, 1), kernel);
+  Policy policy(space, num_leaves, team);
+  policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
+  Kokkos::parallel_for("kfmm::l2p", policy, kernel);
+}
+
+}  // namespace kfmm

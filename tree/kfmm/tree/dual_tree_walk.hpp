@@ -42,8 +42,12 @@ struct WalkOptions {
   /// Far pairs also need d - r_A - r_B >= min_separation (the softening floor); >= 0.
   double min_separation = 0;
   /// Split both internal nodes of a pair when max(r_A, r_B) <= split_both_ratio * min(r_A, r_B)
-  /// (>= 1; 1 splits both only at equal radii, i.e. almost always only the larger one).
-  double split_both_ratio = 1.5;
+  /// (>= 1). The default 1 splits both only at equal radii: splitting the larger node alone gives
+  /// about half the far pairs of splitting both at similar radii, for twice the generations.
+  double split_both_ratio = 1.0;
+  /// Generations of pairs one queue entry decides per round (1..4): more means fewer rounds (host
+  /// round trips) and more work per thread.
+  int levels_per_round = 3;
 };
 
 /// What a walk did (host values).
@@ -77,17 +81,19 @@ namespace detail {
 
 /// Scan value of a walk round: child pairs, far pairs and near pairs emitted so far.
 struct WalkCounts {
-  long long next, far, near;
-  KOKKOS_INLINE_FUNCTION WalkCounts() : next(0), far(0), near(0) {}
+  long long next, far, near, visited;
+  KOKKOS_INLINE_FUNCTION WalkCounts() : next(0), far(0), near(0), visited(0) {}
   KOKKOS_INLINE_FUNCTION void operator+=(const WalkCounts& o) {
     next += o.next;
     far += o.far;
     near += o.near;
+    visited += o.visited;
   }
   KOKKOS_INLINE_FUNCTION void operator+=(const volatile WalkCounts& o) volatile {
     next = next + o.next;
     far = far + o.far;
     near = near + o.near;
+    visited = visited + o.visited;
   }
 };
 
@@ -107,6 +113,8 @@ struct WalkRound {
   long long far_base, near_base;  // pairs emitted by earlier rounds
   long long next_cap, far_cap, near_cap;
   double theta, min_separation, split_both_ratio;
+  int levels;  // generations decided per queue entry and round
+  static constexpr int kStack = 96;
 
   KOKKOS_INLINE_FUNCTION int decide(const int a, const int b, int& count) const {
     const int ka = num_children(a);
@@ -141,22 +149,54 @@ struct WalkRound {
     return kSplitB;
   }
 
+  /// Calls f(x, y) for every child pair of an undecided pair, in a fixed order.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void for_each_child_pair(const int action, const int a, const int b, F&& f) const {
+    if (action == kSplitSelf) {
+      const int fa = first_child(a), ka = num_children(a);
+      for (int i = 0; i < ka; ++i)
+        for (int j = i; j < ka; ++j) f(fa + i, fa + j);
+    } else if (action == kSplitBoth) {
+      const int fa = first_child(a), ka = num_children(a), fb = first_child(b), kb = num_children(b);
+      for (int i = 0; i < ka; ++i)
+        for (int j = 0; j < kb; ++j) f(fa + i, fb + j);
+    } else if (action == kSplitA) {
+      const int fa = first_child(a), ka = num_children(a);
+      for (int i = 0; i < ka; ++i) f(fa + i, b);
+    } else {
+      const int fb = first_child(b), kb = num_children(b);
+      for (int j = 0; j < kb; ++j) f(a, fb + j);
+    }
+  }
+
+  /// Decides queue pair q and, depth first, up to `levels - 1` generations of its descendants; pairs
+  /// still undecided then go to the next queue. Both scan passes replay the same sequence, so the
+  /// final pass writes exactly what the first one counted.
   KOKKOS_INLINE_FUNCTION void operator()(const int q, WalkCounts& e, const bool final) const {
-    const int a = qa(q), b = qb(q);
-    int count = 0;
-    const int action = decide(a, b, count);
-    if (final) {
+    int sa[kStack], sb[kStack];
+    unsigned char sd[kStack];
+    sa[0] = qa(q);
+    sb[0] = qb(q);
+    sd[0] = 0;
+    int top = 1;
+    while (top > 0) {
+      --top;
+      const int a = sa[top], b = sb[top], depth = sd[top];
+      int count = 0;
+      const int action = decide(a, b, count);
+      e.visited += 1;
       if (action == kFar) {
         const long long o = far_base + e.far;
-        if (o + 2 <= far_cap) {
+        if (final && o + 2 <= far_cap) {
           far_t(o) = static_cast<unsigned>(a);
           far_s(o) = b;
           far_t(o + 1) = static_cast<unsigned>(b);
           far_s(o + 1) = a;
         }
+        e.far += 2;
       } else if (action == kNear) {
         const long long o = near_base + e.near;
-        if (o + count <= near_cap) {
+        if (final && o + count <= near_cap) {
           near_t(o) = static_cast<unsigned>(a);
           near_s(o) = b;
           if (count == 2) {
@@ -164,47 +204,25 @@ struct WalkRound {
             near_s(o + 1) = a;
           }
         }
-      } else if (e.next + count <= next_cap) {
-        long long o = e.next;
-        if (action == kSplitSelf) {
-          const int f = first_child(a), k = num_children(a);
-          for (int i = 0; i < k; ++i)
-            for (int j = i; j < k; ++j) {
-              na(o) = f + i;
-              nb(o) = f + j;
-              ++o;
-            }
-        } else if (action == kSplitBoth) {
-          const int fa = first_child(a), ka = num_children(a), fb = first_child(b), kb = num_children(b);
-          for (int i = 0; i < ka; ++i)
-            for (int j = 0; j < kb; ++j) {
-              na(o) = fa + i;
-              nb(o) = fb + j;
-              ++o;
-            }
-        } else if (action == kSplitA) {
-          const int fa = first_child(a);
-          for (int i = 0; i < count; ++i) {
-            na(o) = fa + i;
-            nb(o) = b;
+        e.near += count;
+      } else if (depth + 1 < levels && top + count <= kStack) {
+        for_each_child_pair(action, a, b, [&](const int x, const int y) {
+          sa[top] = x;
+          sb[top] = y;
+          sd[top] = static_cast<unsigned char>(depth + 1);
+          ++top;
+        });
+      } else {
+        if (final && e.next + count <= next_cap) {
+          long long o = e.next;
+          for_each_child_pair(action, a, b, [&](const int x, const int y) {
+            na(o) = x;
+            nb(o) = y;
             ++o;
-          }
-        } else {
-          const int fb = first_child(b);
-          for (int j = 0; j < count; ++j) {
-            na(o) = a;
-            nb(o) = fb + j;
-            ++o;
-          }
+          });
         }
+        e.next += count;
       }
-    }
-    if (action == kFar) {
-      e.far += count;
-    } else if (action == kNear) {
-      e.near += count;
-    } else {
-      e.next += count;
     }
   }
 };
@@ -285,6 +303,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           " must lie in (0, 1]");
   require(options.min_separation >= 0 && std::isfinite(options.min_separation),
           "dual_tree_walk: min_separation = ", options.min_separation, " must be finite and >= 0");
+  require(options.levels_per_round >= 1 && options.levels_per_round <= 4,
+          "dual_tree_walk: levels_per_round = ", options.levels_per_round, " must lie in 1..4");
   require(options.split_both_ratio >= 1, "dual_tree_walk: split_both_ratio = ", options.split_both_ratio,
           " must be >= 1");
   InteractionLists<memory_space> lists;
@@ -324,12 +344,12 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   round.theta = options.theta;
   round.min_separation = options.min_separation;
   round.split_both_ratio = options.split_both_ratio;
+  round.levels = options.levels_per_round;
   while (queue_size > 0) {
     require(lists.statistics.rounds < 64 * (tree.num_levels + 1),
             "dual_tree_walk: the walk does not terminate");
     lists.statistics.peak_queue =
         queue_size > lists.statistics.peak_queue ? queue_size : lists.statistics.peak_queue;
-    lists.statistics.pairs_visited += queue_size;
     detail::WalkCounts totals;
     for (;;) {
       round.qa = ws.queue[cur][0];
@@ -369,6 +389,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     }
     far_count += totals.far;
     near_count += totals.near;
+    lists.statistics.pairs_visited += totals.visited;
     queue_size = totals.next;
     cur = 1 - cur;
     ++lists.statistics.rounds;

@@ -72,6 +72,8 @@ template <class ExecutionSpace, class Tiles, class KeyIn, class ValueIn, class K
 struct RadixPass {
   using Scratch = Kokkos::View<unsigned short*, typename ExecutionSpace::scratch_memory_space,
                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using IntScratch = Kokkos::View<int*, typename ExecutionSpace::scratch_memory_space,
+                                  Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   static constexpr int T = Tiles::team_size;
   static constexpr int I = Tiles::items;
@@ -111,6 +113,21 @@ struct RadixPass {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(ScatterTag, const Team& team) const {
+    if constexpr (T == 1) {
+      // One thread per tile (host): its counts are the tile's, so the scanned offsets are its ranks.
+      IntScratch next(team.team_scratch(0), static_cast<size_t>(radix));
+      const int tile = team.league_rank();
+      for (int d = 0; d < radix; ++d) next(d) = counts(d * tiles + tile);
+      const long long begin = static_cast<long long>(tile) * I;
+      const long long end = begin + I < n ? begin + I : n;
+      for (long long i = begin; i < end; ++i) {
+        const auto key = keys_in(i);
+        const int pos = next(static_cast<unsigned>(key >> shift) & mask)++;
+        keys_out(pos) = key;
+        values_out(pos) = values_in(i);
+      }
+      return;
+    }
     Scratch cnt(team.team_scratch(0), static_cast<size_t>(radix) * T);
     count_digits(team, cnt);
     team.team_barrier();
@@ -139,7 +156,8 @@ struct RadixPass {
   }
 
   void run(const ExecutionSpace& space) const {
-    const size_t scratch_bytes = Scratch::shmem_size(static_cast<size_t>(radix) * T);
+    const size_t scratch_bytes = Scratch::shmem_size(static_cast<size_t>(radix) * T) +
+                                 IntScratch::shmem_size(static_cast<size_t>(radix));
     Kokkos::parallel_for("kfmm::radix_sort::count",
                          Kokkos::TeamPolicy<ExecutionSpace, CountTag>(space, tiles, T)
                              .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes)),

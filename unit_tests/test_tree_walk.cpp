@@ -1,0 +1,230 @@
+// The dual-tree walk: MAC, completeness (every particle pair covered exactly once), CSR form,
+// symmetry, determinism, argument checks.
+#include <catch2/catch_template_test_macros.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "backends.hpp"
+#include "kfmm/core/error.hpp"
+#include "test_tree_inputs.hpp"
+
+namespace {
+
+using kfmm_tree_test::HostList;
+using kfmm_tree_test::HostTree;
+using kfmm_tree_test::Input;
+
+/// Checks the CSR invariants and returns the pairs (target, source) in list order.
+std::vector<std::pair<int, int>> check_csr(const HostList& l, int num_nodes) {
+  REQUIRE(l.offsets.size() == l.targets.size() + 1);
+  REQUIRE(l.offsets.front() == 0);
+  REQUIRE(l.offsets.back() == static_cast<int>(l.sources.size()));
+  std::vector<std::pair<int, int>> pairs;
+  std::map<int, int> counts;
+  for (size_t r = 0; r < l.targets.size(); ++r) {
+    REQUIRE(l.offsets[r] < l.offsets[r + 1]);             // rows hold at least one source
+    if (r > 0) REQUIRE(l.targets[r - 1] < l.targets[r]);  // grouped by target, each target once
+    REQUIRE(l.targets[r] >= 0);
+    REQUIRE(l.targets[r] < num_nodes);
+    for (int k = l.offsets[r]; k < l.offsets[r + 1]; ++k) {
+      REQUIRE(l.sources[k] >= 0);
+      REQUIRE(l.sources[k] < num_nodes);
+      pairs.emplace_back(l.targets[r], l.sources[k]);
+      counts[l.targets[r]] += 1;
+    }
+  }
+  // Offsets are the exclusive scan of the per-target counts.
+  int run = 0;
+  for (size_t r = 0; r < l.targets.size(); ++r) {
+    REQUIRE(l.offsets[r] == run);
+    run += counts[l.targets[r]];
+  }
+  return pairs;
+}
+
+template <class Real>
+bool mac(const HostTree<Real>& t, int a, int b, const kfmm::WalkOptions& o) {
+  double d2 = 0;
+  for (int k = 0; k < 3; ++k) {
+    const double dk = static_cast<double>(t.centres[3 * a + k]) - static_cast<double>(t.centres[3 * b + k]);
+    d2 += dk * dk;
+  }
+  const double d = std::sqrt(d2), s = static_cast<double>(t.radii[a]) + static_cast<double>(t.radii[b]);
+  return d > 0 && s <= o.theta * d && d - s >= o.min_separation;
+}
+
+/// Every invariant of the lists of tree t.
+template <class Real>
+void check_lists(const Input& in, const HostTree<Real>& t, const HostList& far, const HostList& near,
+                 const kfmm::WalkOptions& o) {
+  INFO(in.name << " n = " << in.size() << " leaf_size = " << t.leaf_size << " theta = " << o.theta
+               << " min_separation = " << o.min_separation);
+  const auto far_pairs = check_csr(far, t.num_nodes);
+  const auto near_pairs = check_csr(near, t.num_nodes);
+  // Far pairs: distinct nodes that satisfy the MAC; both directions present exactly once.
+  std::multiset<std::pair<int, int>> far_set(far_pairs.begin(), far_pairs.end());
+  for (const auto& p : far_pairs) {
+    REQUIRE(p.first != p.second);
+    REQUIRE(mac(t, p.first, p.second, o));
+    REQUIRE(far_set.count(p) == 1);
+    REQUIRE(far_set.count({p.second, p.first}) == 1);
+  }
+  // Near pairs: leaves; one row per leaf with its self pair once; symmetric; no near pair passes the MAC.
+  std::set<int> leaves(t.leaves.begin(), t.leaves.end());
+  REQUIRE(std::set<int>(near.targets.begin(), near.targets.end()) == leaves);
+  std::multiset<std::pair<int, int>> near_set(near_pairs.begin(), near_pairs.end());
+  for (const auto& p : near_pairs) {
+    REQUIRE(leaves.count(p.first) == 1);
+    REQUIRE(leaves.count(p.second) == 1);
+    REQUIRE(near_set.count(p) == 1);
+    REQUIRE(near_set.count({p.second, p.first}) == 1);
+    if (p.first != p.second) REQUIRE_FALSE(mac(t, p.first, p.second, o));
+  }
+  for (int leaf : leaves) REQUIRE(near_set.count({leaf, leaf}) == 1);
+  // Completeness: for every target leaf, the near sources of the leaf and the far sources of it and
+  // of all its ancestors cover every source particle exactly once.
+  std::map<int, std::vector<int>> far_of, near_of;
+  for (const auto& p : far_pairs) far_of[p.first].push_back(p.second);
+  for (const auto& p : near_pairs) near_of[p.first].push_back(p.second);
+  std::vector<int> cover(t.n);
+  for (int leaf : t.leaves) {
+    std::fill(cover.begin(), cover.end(), 0);
+    for (int s : near_of[leaf])
+      for (int j = t.begin[s]; j < t.end[s]; ++j) cover[j] += 1;
+    for (int a = leaf; a >= 0; a = t.parent[a])
+      for (int s : far_of[a])
+        for (int j = t.begin[s]; j < t.end[s]; ++j) cover[j] += 1;
+    const auto bad = std::find_if(cover.begin(), cover.end(), [](int c) { return c != 1; });
+    INFO("target leaf " << leaf << " source particle " << (bad - cover.begin()));
+    REQUIRE(bad == cover.end());
+  }
+}
+
+template <class Space, class Real>
+void check_walks(const kfmm::WalkOptions& o, std::initializer_list<int> leaf_sizes) {
+  for (const auto& in : kfmm_tree_test::standard_inputs()) {
+    kfmm_tree_test::DeviceInput<Space, Real> d(in);
+    for (int leaf_size : leaf_sizes) {
+      const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, leaf_size);
+      const auto lists = kfmm::dual_tree_walk(Space(), tree, o);
+      check_lists(in, HostTree<Real>(tree), HostList(lists.far), HostList(lists.near), o);
+    }
+  }
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("walk lists satisfy the MAC and cover every pair exactly once", "[tree][walk]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  check_walks<Space, double>(kfmm::WalkOptions{0.6}, {1, 8, 32});
+  check_walks<Space, float>(kfmm::WalkOptions{0.5}, {4, 16});
+  check_walks<Space, double>(kfmm::WalkOptions{1.0}, {8});
+  check_walks<Space, double>(kfmm::WalkOptions{0.3}, {8});
+}
+
+TEMPLATE_LIST_TEST_CASE("walk honours min_separation and the split policy", "[tree][walk]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  kfmm::WalkOptions softened{0.7, 0.05};
+  check_walks<Space, double>(softened, {8});
+  kfmm::WalkOptions larger_only{0.6, 0, 1.0, 2};
+  check_walks<Space, float>(larger_only, {8});
+  kfmm::WalkOptions always_both{0.6, 0, 1e30};
+  check_walks<Space, double>(always_both, {8});
+  for (int levels : {1, 4}) {
+    kfmm::WalkOptions o{0.6};
+    o.levels_per_round = levels;
+    check_walks<Space, double>(o, {4});
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("walk of tiny trees", "[tree][walk]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  // N = 0: empty lists (no rows, offsets {0}).
+  kfmm_tree_test::DeviceInput<Space, double> d0(kfmm_tree_test::make_input("uniform", 0));
+  const auto l0 = kfmm::dual_tree_walk(Space(), kfmm::build_octree(Space(), d0.positions, d0.masses, 4),
+                                       kfmm::WalkOptions{0.5});
+  REQUIRE(l0.far.num_rows() == 0);
+  REQUIRE(l0.near.num_rows() == 0);
+  REQUIRE(l0.far.num_pairs() == 0);
+  REQUIRE(l0.near.num_pairs() == 0);
+  REQUIRE(HostList(l0.near).offsets == std::vector<int>{0});
+  // N = 1: the root's self pair only.
+  kfmm_tree_test::DeviceInput<Space, double> d1(kfmm_tree_test::make_input("uniform", 1));
+  const auto l1 = kfmm::dual_tree_walk(Space(), kfmm::build_octree(Space(), d1.positions, d1.masses, 4),
+                                       kfmm::WalkOptions{0.5});
+  const HostList n1(l1.near);
+  REQUIRE(n1.targets == std::vector<int>{0});
+  REQUIRE(n1.sources == std::vector<int>{0});
+  REQUIRE(l1.far.num_pairs() == 0);
+  // N = 2, leaf_size 1, far apart with theta 1: two leaves, one far pair each way, two self pairs.
+  auto in2 = kfmm_tree_test::make_input("uniform", 2);
+  for (int a = 0; a < 3; ++a) {
+    in2.x[a] = 0;
+    in2.x[3 + a] = 1;
+  }
+  kfmm_tree_test::DeviceInput<Space, double> d2(in2);
+  const auto t2 = kfmm::build_octree(Space(), d2.positions, d2.masses, 1);
+  const auto l2 = kfmm::dual_tree_walk(Space(), t2, kfmm::WalkOptions{1.0});
+  REQUIRE(l2.far.num_pairs() == 2);
+  REQUIRE(l2.near.num_pairs() == 2);
+  check_lists(in2, HostTree<double>(t2), HostList(l2.far), HostList(l2.near), kfmm::WalkOptions{1.0});
+}
+
+TEMPLATE_LIST_TEST_CASE("walk grows its buffers and reuses a workspace", "[tree][walk]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  const auto in = kfmm_tree_test::make_input("uniform", 2000, 4);
+  kfmm_tree_test::DeviceInput<Space, double> d(in);
+  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 2);
+  const kfmm::WalkOptions o{0.8};
+  kfmm::WalkWorkspace<typename Space::memory_space> ws;
+  const auto first = kfmm::dual_tree_walk(Space(), tree, o, ws);
+  REQUIRE(first.statistics.regrowths > 0);  // the initial far capacity (16 per node) is too small here
+  const HostList far1(first.far), near1(first.near);
+  check_lists(in, HostTree<double>(tree), far1, near1, o);
+  const auto second = kfmm::dual_tree_walk(Space(), tree, o, ws);
+  REQUIRE(second.statistics.regrowths == 0);  // the workspace kept its capacities
+  REQUIRE(HostList(second.far) == far1);
+  REQUIRE(HostList(second.near) == near1);
+  const auto fresh = kfmm::dual_tree_walk(Space(), tree, o);
+  REQUIRE(HostList(fresh.far) == far1);
+  REQUIRE(HostList(fresh.near) == near1);
+}
+
+TEMPLATE_LIST_TEST_CASE("walk rejects bad options", "[tree][walk]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input("uniform", 50));
+  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 4);
+  for (double theta : {0.0, -0.5, 1.5, std::nan("")})
+    REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{theta}), kfmm::Error);
+  for (double sep : {-1.0, static_cast<double>(INFINITY), std::nan("")})
+    REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.5, sep}), kfmm::Error);
+  REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.5, 0, 0.5}), kfmm::Error);
+  REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.5, 0, 1, 0}), kfmm::Error);
+  REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.5, 0, 1, 5}), kfmm::Error);
+}
+
+#if defined(KOKKOS_ENABLE_SERIAL) && defined(KOKKOS_ENABLE_OPENMP)
+TEST_CASE("walk lists are identical on Serial and OpenMP", "[tree][walk]") {
+  for (const char* name : {"plummer", "uniform", "coincident"}) {
+    const auto in = kfmm_tree_test::make_input(name, 20000, 13);
+    kfmm_tree_test::DeviceInput<Kokkos::Serial, float> ds(in);
+    kfmm_tree_test::DeviceInput<Kokkos::OpenMP, float> dp(in);
+    const auto ts = kfmm::build_octree(Kokkos::Serial(), ds.positions, ds.masses, 16);
+    const auto tp = kfmm::build_octree(Kokkos::OpenMP(), dp.positions, dp.masses, 16);
+    const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, kfmm::WalkOptions{0.6});
+    const auto lp = kfmm::dual_tree_walk(Kokkos::OpenMP(), tp, kfmm::WalkOptions{0.6});
+    REQUIRE(HostList(ls.far) == HostList(lp.far));
+    REQUIRE(HostList(ls.near) == HostList(lp.near));
+    REQUIRE(ls.statistics.rounds == lp.statistics.rounds);
+  }
+}
+#endif

@@ -136,6 +136,26 @@ struct TopologyScan {
   }
 };
 
+/// Copies rows between caller and tree order. A functor rather than a lambda: nvcc rejects extended
+/// lambdas that first-capture a variable inside `if constexpr`.
+template <class Permutation, class In, class Out, bool to_caller>
+struct PermuteRows {
+  Permutation perm;
+  In in;
+  Out out;
+  int cols;
+  KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
+    const int i = perm(s);
+    const int dst = to_caller ? i : s;
+    const int src = to_caller ? s : i;
+    if constexpr (Out::rank == 1) {
+      out(dst) = in(src);
+    } else {
+      for (int a = 0; a < cols; ++a) out(dst, a) = in(src, a);
+    }
+  }
+};
+
 }  // namespace detail
 
 /// out(s) = in(tree.permutation(s)): caller order to tree (sorted) order, rank 1 or rank 2 Views.
@@ -151,14 +171,7 @@ void permute_to_tree_order(const ExecutionSpace& space, const Octree<ExecutionSp
   const int cols = static_cast<int>(out.extent(1));  // 1 for rank-1 Views
   Kokkos::parallel_for(
       "kfmm::permute_to_tree_order", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const int s) {
-        const int i = perm(s);
-        if constexpr (Out::rank == 1) {
-          out(s) = in(i);
-        } else {
-          for (int a = 0; a < cols; ++a) out(s, a) = in(i, a);
-        }
-      });
+      detail::PermuteRows<decltype(perm), In, Out, /*to_caller=*/false>{perm, in, out, cols});
 }
 
 /// out(tree.permutation(s)) = in(s): tree (sorted) order back to caller order, rank 1 or 2 Views.
@@ -172,16 +185,8 @@ void permute_to_caller_order(const ExecutionSpace& space, const Octree<Execution
   const auto perm = tree.permutation;
   const int n = tree.num_particles;
   const int cols = static_cast<int>(out.extent(1));
-  Kokkos::parallel_for(
-      "kfmm::permute_to_caller_order", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const int s) {
-        const int i = perm(s);
-        if constexpr (Out::rank == 1) {
-          out(i) = in(s);
-        } else {
-          for (int a = 0; a < cols; ++a) out(i, a) = in(s, a);
-        }
-      });
+  Kokkos::parallel_for("kfmm::permute_to_caller_order", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                       detail::PermuteRows<decltype(perm), In, Out, /*to_caller=*/true>{perm, in, out, cols});
 }
 
 /// Recomputes centres, radii and node masses for new masses (given in the caller's order) on the same

@@ -84,7 +84,7 @@ void report_lists(benchmark::State& state, const Tree& tree, const Lists& lists)
   state.counters["levels"] = tree.num_levels;
   state.counters["mean_leaf_occupancy"] = n / tree.num_leaves;
   state.counters["rounds"] = lists.statistics.rounds;
-  state.counters["peak_queue"] = static_cast<double>(lists.statistics.peak_queue);
+  state.counters["peak_entries"] = static_cast<double>(lists.statistics.peak_entries);
   state.counters["far_pairs_per_particle"] = static_cast<double>(lists.far.num_pairs()) / n;
   state.counters["near_pairs_per_particle"] = static_cast<double>(lists.near.num_pairs()) / n;
   state.counters["p2p_per_particle"] = interactions / n;

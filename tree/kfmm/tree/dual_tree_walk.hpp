@@ -1,68 +1,81 @@
 /// \file dual_tree_walk.hpp
-/// The mutual dual-tree walk: from the octree's centres and radii, the far pairs (for M2L) and the
-/// near leaf pairs (for P2P), each as CSR grouped by target (core/kfmm/core/interaction_list.hpp).
+/// The dual-tree walk: from the octree's centres and radii, the far pairs (for M2L) and the near leaf
+/// pairs (for P2P), each as CSR grouped by target (core/kfmm/core/interaction_list.hpp), built on the
+/// device with one parallel_scan and one host round trip per tree level, and no sort.
 ///
-/// The walk is level-synchronous on the device. A round takes the queue of undecided unordered node
-/// pairs {A, B} (A == B for a node with itself) and, in ONE parallel_scan over the queue, decides each
-/// pair and writes its results at scanned offsets: both directions of an accepted far pair, the near
-/// pairs of a leaf pair (the self pair once), or the child pairs that form the next queue. The only
-/// host round trip of a round is the scan's total (the next queue size and the output counts), which
-/// also detects a capacity overflow: the round is then re-run after growing the buffers, so nothing
-/// is ever truncated. Each unordered pair is visited once; the MAC is symmetric.
+/// MAC, on expansion centres c and radii r (double precision): (A, B) is far iff
+///   r_A + r_B <= theta d  and  d - (r_A + r_B) >= min_separation,  d = |c_A - c_B| > 0,  0 < theta < 1
+/// (theta < 1 also guarantees that a node is never accepted against one of its ancestors).
+/// Otherwise a leaf pair is near; else the node with the larger radius is split (a leaf never is; on
+/// equal radii the larger node id), so the decision for (A, B) and (B, A) splits the same node and the
+/// lists come out symmetric.
 ///
-/// MAC, on expansion centres c and radii r (double precision): {A, B} is far iff
-///   r_A + r_B <= theta d  and  d - r_A - r_B >= min_separation,  d = |c_A - c_B| > 0.
-/// Otherwise a leaf pair is near; else the node with the larger radius is split (a leaf never is), or
-/// both when their radii are within a factor `split_both_ratio` (fewer rounds, similar pair counts).
+/// Round r handles every node t of level r as a target (all of them: the parent of t always hands it
+/// at least one source). Its candidate sources are the parent's "pending" list, the sources that made
+/// the parent split. One scan entry per (t, source) pair decides the pair and, depth first inside the
+/// thread, every source descendant it opens (the target stays fixed), writing at scanned offsets:
+/// far sources of t, near sources of t, and the sources that make t itself split (t's pending list for
+/// its children in round r + 1). The entries of a round are ordered by target, so every target's far and
+/// near sources are contiguous, all emitted in its own round, and the rounds follow the node numbering:
+/// the output is CSR by construction. The next round's entries are never materialised: entry q of round
+/// r + 1 is decoded (one binary search over level r) into (child of P, pending source of P).
 ///
-/// The pairs come out in queue order; a stable radix sort by target (sort.hpp) and one scan turn them
-/// into CSR. Every step is a scan or owns its output, so the lists are identical run after run and
-/// across backends (except possibly for pairs exactly on the MAC boundary where a device compiler
-/// contracts the double-precision distance into FMAs; float trees are immune as their squares are exact).
+/// The scan total is the only host round trip of a round (the next round's size and the output
+/// counts); it also detects capacity overflow, and the round is then re-run with larger buffers, so
+/// nothing is ever truncated. Every kernel is a scan or owns its output: the lists are identical run
+/// after run and across backends (except possibly for pairs exactly on the MAC boundary where a device
+/// compiler contracts the double-precision distance into FMAs; float trees are immune as their squared
+/// distances are exact in double).
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
-#include <type_traits>
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/interaction_list.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/tree/octree.hpp"
-#include "kfmm/tree/sort.hpp"
 
 namespace kfmm {
 
 /// Parameters of the multipole acceptance criterion.
 struct WalkOptions {
-  /// Opening angle: far iff r_A + r_B <= theta d. 0 < theta <= 1.
+  /// Opening angle: far iff r_A + r_B <= theta d. 0 < theta < 1.
   double theta = 0.5;
-  /// Far pairs also need d - r_A - r_B >= min_separation (the softening floor); >= 0.
+  /// Far pairs also need d - r_A - r_B >= min_separation (the softening floor); finite, >= 0.
   double min_separation = 0;
-  /// Split both internal nodes of a pair when max(r_A, r_B) <= split_both_ratio * min(r_A, r_B)
-  /// (>= 1). The default 1 splits both only at equal radii: splitting the larger node alone gives
-  /// about half the far pairs of splitting both at similar radii, for twice the generations.
-  double split_both_ratio = 1.0;
-  /// Generations of pairs one queue entry decides per round (1..4): more means fewer rounds (host
-  /// round trips) and more work per thread.
-  int levels_per_round = 3;
 };
+
+/// The multipole acceptance criterion of the walk, on centres (x, y, z) and radii, in double precision:
+/// r_a + r_b <= theta d and d - (r_a + r_b) >= min_separation with d = |c_a - c_b| > 0, evaluated on
+/// squares (no square root). Symmetric in a and b; deterministic across backends for float inputs (all
+/// products are exact in double, so FMA contraction cannot change them).
+KOKKOS_INLINE_FUNCTION bool mac_accepts(const double ca[3], double ra, const double cb[3], double rb,
+                                        double theta_squared, double min_separation) {
+  const double dx = ca[0] - cb[0], dy = ca[1] - cb[1], dz = ca[2] - cb[2];
+  const double d2 = dx * dx + dy * dy + dz * dz;
+  const double r = ra + rb;
+  const double rs = r + min_separation;
+  return d2 > 0 && r * r <= theta_squared * d2 && rs * rs <= d2;
+}
 
 /// What a walk did (host values).
 struct WalkStatistics {
-  int rounds = 0;               ///< level-synchronous rounds
-  long long peak_queue = 0;     ///< largest queue of undecided pairs
-  long long pairs_visited = 0;  ///< unordered pairs tested
+  int rounds = 0;               ///< level-synchronous rounds (= tree levels)
+  long long peak_entries = 0;   ///< largest number of (target, source) entries in one round
+  long long pairs_visited = 0;  ///< (target, source) pairs tested against the MAC
   int regrowths = 0;            ///< rounds re-run after growing a buffer
 };
 
 /// The two lists of a walk, in the memory space of the tree.
 template <class MemorySpace>
 struct InteractionLists {
-  InteractionList<MemorySpace> far;   ///< (target node, source node) for M2L, grouped by target
-  InteractionList<MemorySpace> near;  ///< (target leaf, source leaf) for P2P incl. (A, A); one row per leaf
+  InteractionList<MemorySpace> far;   ///< (target node, source node) for M2L, rows by ascending target
+  InteractionList<MemorySpace> near;  ///< (target leaf, source leaf) incl. (A, A); one row per leaf
   WalkStatistics statistics;
 };
 
@@ -70,318 +83,303 @@ struct InteractionLists {
 /// stay valid only until the next walk with the same workspace.
 template <class MemorySpace>
 struct WalkWorkspace {
-  Kokkos::View<int*, MemorySpace> queue[2][2];  // [current/next][A/B]
-  Kokkos::View<unsigned*, MemorySpace> far_targets, near_targets;
-  Kokkos::View<int*, MemorySpace> far_sources, near_sources;
-  Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;  // CSR row buffers
-  SortWorkspace<MemorySpace, unsigned, int> sort;
+  Kokkos::View<int*, MemorySpace> far_sources, near_sources;  // outputs, grown on demand
+  Kokkos::View<int*, MemorySpace> pending;                    // pending sources of one level
+  Kokkos::View<int*, MemorySpace> entry_t[2], entry_s[2];     // (target, source) entries, by round
+  Kokkos::View<int* [4], MemorySpace> begins;                 // per node: far, near, pending, entry begins
+  Kokkos::View<double* [4], Kokkos::LayoutRight, MemorySpace> spheres;  // per node: centre, radius
+  Kokkos::View<int* [2], Kokkos::LayoutRight, MemorySpace> children;    // per node: first, count
+  Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
+  /// First-call capacity guesses: far sources per node, near sources per leaf, pending sources per
+  /// node of the widest level. Too small only costs re-running a round (statistics.regrowths).
+  int far_per_node = 24, near_per_leaf = 24, pending_per_node = 16;
 };
 
 namespace detail {
 
-/// Scan value of a walk round: child pairs, far pairs and near pairs emitted so far.
+/// Scan value of a walk round: outputs emitted so far in the round.
 struct WalkCounts {
-  long long next, far, near, visited;
-  KOKKOS_INLINE_FUNCTION WalkCounts() : next(0), far(0), near(0), visited(0) {}
+  long long far, near, pending, entries, visited;
+  KOKKOS_INLINE_FUNCTION WalkCounts() : far(0), near(0), pending(0), entries(0), visited(0) {}
   KOKKOS_INLINE_FUNCTION void operator+=(const WalkCounts& o) {
-    next += o.next;
     far += o.far;
     near += o.near;
+    pending += o.pending;
+    entries += o.entries;
     visited += o.visited;
   }
   KOKKOS_INLINE_FUNCTION void operator+=(const volatile WalkCounts& o) volatile {
-    next = next + o.next;
     far = far + o.far;
     near = near + o.near;
+    pending = pending + o.pending;
+    entries = entries + o.entries;
     visited = visited + o.visited;
   }
 };
 
-/// One round of the walk over queue entries 0..size-1.
-template <class MemorySpace, class Real>
+enum : int { kBeginFar = 0, kBeginNear = 1, kBeginPending = 2, kBeginEntries = 3 };
+
+/// One round: the (target, source) entries of all targets of one level.
+template <class MemorySpace>
 struct WalkRound {
   using value_type = WalkCounts;
-  enum Action : int { kFar = 0, kNear = 1, kSplitA = 2, kSplitB = 3, kSplitBoth = 4, kSplitSelf = 5 };
+  static constexpr int kStack = 8 * 22;  // source descent: at most 8 siblings per level
 
-  Kokkos::View<const Real* [3], MemorySpace> centres;
-  Kokkos::View<const Real*, MemorySpace> radii;
-  Kokkos::View<const int*, MemorySpace> first_child, num_children;
-  Kokkos::View<const int*, MemorySpace> qa, qb;        // current queue
-  Kokkos::View<int*, MemorySpace> na, nb;              // next queue
-  Kokkos::View<unsigned*, MemorySpace> far_t, near_t;  // output pairs
-  Kokkos::View<int*, MemorySpace> far_s, near_s;
-  long long far_base, near_base;  // pairs emitted by earlier rounds
-  long long next_cap, far_cap, near_cap;
-  double theta, min_separation, split_both_ratio;
-  int levels;  // generations decided per queue entry and round
-  static constexpr int kStack = 96;
+  Kokkos::View<const double* [4], Kokkos::LayoutRight, MemorySpace> spheres;
+  Kokkos::View<const int* [2], Kokkos::LayoutRight, MemorySpace> children;
+  Kokkos::View<int* [4], MemorySpace> begins;              // per node row begins (written for this level)
+  Kokkos::View<const int*, MemorySpace> entry_t, entry_s;  // this round's (target, source) entries
+  Kokkos::View<int*, MemorySpace> pending_out;             // pending sources of this level
+  Kokkos::View<int*, MemorySpace> far_s, near_s;           // output sources
+  long long far_base, near_base;                           // pairs emitted by earlier rounds
+  long long far_cap, near_cap, pending_cap;
+  double theta_squared, min_separation;
 
-  KOKKOS_INLINE_FUNCTION int decide(const int a, const int b, int& count) const {
-    const int ka = num_children(a);
-    if (a == b) {
-      count = ka == 0 ? 1 : ka * (ka + 1) / 2;
-      return ka == 0 ? kNear : kSplitSelf;
-    }
-    const int kb = num_children(b);
-    const double dx = static_cast<double>(centres(a, 0)) - static_cast<double>(centres(b, 0));
-    const double dy = static_cast<double>(centres(a, 1)) - static_cast<double>(centres(b, 1));
-    const double dz = static_cast<double>(centres(a, 2)) - static_cast<double>(centres(b, 2));
-    const double d = compat::sqrt(dx * dx + dy * dy + dz * dz);
-    const double ra = static_cast<double>(radii(a)), rb = static_cast<double>(radii(b));
-    const double s = ra + rb;
-    if (d > 0 && s <= theta * d && d - s >= min_separation) {
-      count = 2;
-      return kFar;
-    }
-    if (ka == 0 && kb == 0) {
-      count = 2;
-      return kNear;
-    }
-    if (ka > 0 && kb > 0 && (ra >= rb ? ra <= split_both_ratio * rb : rb <= split_both_ratio * ra)) {
-      count = ka * kb;
-      return kSplitBoth;
-    }
-    if (kb == 0 || (ka > 0 && ra >= rb)) {
-      count = ka;
-      return kSplitA;
-    }
-    count = kb;
-    return kSplitB;
+  enum Action : int { kFar, kNear, kSplitTarget, kSplitSource };
+
+  /// Decides (target t, source s); the target's sphere ct/rt and child count kt are passed in, the
+  /// source's children are returned in first/count.
+  KOKKOS_INLINE_FUNCTION int decide(const int t, const double ct[3], const double rt, const int kt,
+                                    const int s, int& first, int& count) const {
+    first = children(s, 0);
+    count = children(s, 1);
+    if (t == s) return kt == 0 ? kNear : kSplitTarget;
+    const double cs[3] = {spheres(s, 0), spheres(s, 1), spheres(s, 2)};
+    const double rs = spheres(s, 3);
+    if (mac_accepts(ct, rt, cs, rs, theta_squared, min_separation)) return kFar;
+    if (kt == 0 && count == 0) return kNear;
+    if (kt == 0) return kSplitSource;
+    if (count == 0) return kSplitTarget;
+    if (rt != rs) return rt > rs ? kSplitTarget : kSplitSource;
+    return t > s ? kSplitTarget : kSplitSource;  // the same node in both directions
   }
 
-  /// Calls f(x, y) for every child pair of an undecided pair, in a fixed order.
-  template <class F>
-  KOKKOS_INLINE_FUNCTION void for_each_child_pair(const int action, const int a, const int b, F&& f) const {
-    if (action == kSplitSelf) {
-      const int fa = first_child(a), ka = num_children(a);
-      for (int i = 0; i < ka; ++i)
-        for (int j = i; j < ka; ++j) f(fa + i, fa + j);
-    } else if (action == kSplitBoth) {
-      const int fa = first_child(a), ka = num_children(a), fb = first_child(b), kb = num_children(b);
-      for (int i = 0; i < ka; ++i)
-        for (int j = 0; j < kb; ++j) f(fa + i, fb + j);
-    } else if (action == kSplitA) {
-      const int fa = first_child(a), ka = num_children(a);
-      for (int i = 0; i < ka; ++i) f(fa + i, b);
-    } else {
-      const int fb = first_child(b), kb = num_children(b);
-      for (int j = 0; j < kb; ++j) f(a, fb + j);
+  KOKKOS_INLINE_FUNCTION void operator()(const int q, WalkCounts& c, const bool final) const {
+    const int t = entry_t(q), s0 = entry_s(q);
+    const bool row_start = q == 0 || entry_t(q - 1) != t;
+    if (final && row_start) {
+      begins(t, kBeginFar) = static_cast<int>(far_base + c.far);
+      begins(t, kBeginNear) = static_cast<int>(near_base + c.near);
+      begins(t, kBeginPending) = static_cast<int>(c.pending);
+      begins(t, kBeginEntries) = static_cast<int>(c.entries);
     }
-  }
-
-  /// Decides queue pair q and, depth first, up to `levels - 1` generations of its descendants; pairs
-  /// still undecided then go to the next queue. Both scan passes replay the same sequence, so the
-  /// final pass writes exactly what the first one counted.
-  KOKKOS_INLINE_FUNCTION void operator()(const int q, WalkCounts& e, const bool final) const {
-    int sa[kStack], sb[kStack];
-    unsigned char sd[kStack];
-    sa[0] = qa(q);
-    sb[0] = qb(q);
-    sd[0] = 0;
+    const int kt = children(t, 1);
+    const double ct[3] = {spheres(t, 0), spheres(t, 1), spheres(t, 2)};
+    const double rt = spheres(t, 3);
+    int stack[kStack];
+    stack[0] = s0;
     int top = 1;
     while (top > 0) {
-      --top;
-      const int a = sa[top], b = sb[top], depth = sd[top];
-      int count = 0;
-      const int action = decide(a, b, count);
-      e.visited += 1;
+      const int s = stack[--top];
+      int f = 0, k = 0;
+      const int action = decide(t, ct, rt, kt, s, f, k);
+      c.visited += 1;
       if (action == kFar) {
-        const long long o = far_base + e.far;
-        if (final && o + 2 <= far_cap) {
-          far_t(o) = static_cast<unsigned>(a);
-          far_s(o) = b;
-          far_t(o + 1) = static_cast<unsigned>(b);
-          far_s(o + 1) = a;
-        }
-        e.far += 2;
+        if (final && far_base + c.far < far_cap) far_s(far_base + c.far) = s;
+        c.far += 1;
       } else if (action == kNear) {
-        const long long o = near_base + e.near;
-        if (final && o + count <= near_cap) {
-          near_t(o) = static_cast<unsigned>(a);
-          near_s(o) = b;
-          if (count == 2) {
-            near_t(o + 1) = static_cast<unsigned>(b);
-            near_s(o + 1) = a;
-          }
-        }
-        e.near += count;
-      } else if (depth + 1 < levels && top + count <= kStack) {
-        for_each_child_pair(action, a, b, [&](const int x, const int y) {
-          sa[top] = x;
-          sb[top] = y;
-          sd[top] = static_cast<unsigned char>(depth + 1);
-          ++top;
-        });
+        if (final && near_base + c.near < near_cap) near_s(near_base + c.near) = s;
+        c.near += 1;
+      } else if (action == kSplitTarget) {
+        if (final && c.pending < pending_cap) pending_out(c.pending) = s;
+        c.pending += 1;
+        c.entries += kt;  // each child of t will pair with s next round
       } else {
-        if (final && e.next + count <= next_cap) {
-          long long o = e.next;
-          for_each_child_pair(action, a, b, [&](const int x, const int y) {
-            na(o) = x;
-            nb(o) = y;
-            ++o;
-          });
-        }
-        e.next += count;
+        // Open the source: push its children so that they pop in ascending order.
+        for (int j = k - 1; j >= 0; --j) stack[top++] = f + j;
       }
     }
   }
 };
 
-/// Rows of a CSR list from pairs sorted by target: row r starts where the target changes.
+/// Writes the next round's entries: for every target t of this level with pending sources P_t, the
+/// pairs (child i of t, P_t[j]) at begins(t, entries) + i |P_t| + j, i.e. grouped by child.
+template <class ExecutionSpace, class Begins, class Children, class Pending, class Entries>
+void expand_entries(const ExecutionSpace& space, const Begins& begins, const Children& children,
+                    const Pending& pending, const int level_begin, const int level_end,
+                    const long long pending_total, const Entries& next_t, const Entries& next_s) {
+  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  Kokkos::parallel_for(
+      "kfmm::walk::expand", Kokkos::TeamPolicy<ExecutionSpace>(space, level_end - level_begin, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Team& team) {
+        const int t = level_begin + team.league_rank();
+        const int pb = begins(t, kBeginPending);
+        const int pe = t + 1 < level_end ? begins(t + 1, kBeginPending) : static_cast<int>(pending_total);
+        const int m = pe - pb;
+        if (m == 0) return;
+        const int f = children(t, 0), k = children(t, 1);
+        const int base = begins(t, kBeginEntries);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k * m), [&](const int idx) {
+          next_t(base + idx) = f + idx / m;
+          next_s(base + idx) = pending(pb + idx % m);
+        });
+      });
+}
+
+/// CSR rows from per-node begins: every node with at least one pair, ascending.
 template <class MemorySpace>
-struct RowStarts {
+struct CompactRows {
   using value_type = int;
-  Kokkos::View<const unsigned*, MemorySpace> targets;
-  Kokkos::View<int*, MemorySpace> row_targets, row_offsets;
-  KOKKOS_INLINE_FUNCTION void operator()(const int i, int& row, const bool final) const {
-    const bool start = i == 0 || targets(i) != targets(i - 1);
-    if (start) {
+  Kokkos::View<const int* [4], MemorySpace> begins;
+  Kokkos::View<int*, MemorySpace> rows, offsets;
+  int which, num_nodes, total;
+  KOKKOS_INLINE_FUNCTION void operator()(const int t, int& row, const bool final) const {
+    const int b = begins(t, which);
+    const int e = t + 1 < num_nodes ? begins(t + 1, which) : total;
+    if (e > b) {
       if (final) {
-        row_targets(row) = static_cast<int>(targets(i));
-        row_offsets(row) = i;
+        rows(row) = t;
+        offsets(row) = b;
       }
       row += 1;
     }
   }
 };
 
-/// Grows `v` to at least `needed` entries (times 1.5 headroom), keeping its first `keep` entries.
+/// Grows `v` to at least `needed` entries (plus headroom), keeping its first `keep` entries.
 template <class View>
 void grow(View& v, long long needed, long long keep) {
   require(needed <= INT_MAX, "dual_tree_walk: ", needed, " pairs exceed the int index range of the lists");
   const long long want = needed + needed / 2 + 1024;
   const int cap = static_cast<int>(want < INT_MAX ? want : INT_MAX);
-  View grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, v.label()), cap);
+  View grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(v.label())), cap);
   if (keep > 0)
     Kokkos::deep_copy(Kokkos::subview(grown, Kokkos::make_pair(0, static_cast<int>(keep))),
                       Kokkos::subview(v, Kokkos::make_pair(0, static_cast<int>(keep))));
   v = grown;
 }
 
-/// Sorts `count` pairs by target (stably) and forms the CSR list; rows = distinct targets.
+template <class View>
+void ensure(View& v, long long want, const char* label) {
+  if (static_cast<long long>(v.extent(0)) < want) {
+    v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), static_cast<size_t>(want));
+  }
+}
+
+/// The CSR list of one kind of output: rows = nodes with at least one pair.
 template <class ExecutionSpace>
-InteractionList<typename ExecutionSpace::memory_space> pairs_to_csr(
-    const ExecutionSpace& space,
-    const Kokkos::View<unsigned*, typename ExecutionSpace::memory_space>& targets,
-    const Kokkos::View<int*, typename ExecutionSpace::memory_space>& sources, int count, int num_nodes,
-    int max_rows, SortWorkspace<typename ExecutionSpace::memory_space, unsigned, int>& sort_workspace,
-    Kokkos::View<int*, typename ExecutionSpace::memory_space>& row_targets,
-    Kokkos::View<int*, typename ExecutionSpace::memory_space>& row_offsets) {
+InteractionList<typename ExecutionSpace::memory_space> make_list(
+    const ExecutionSpace& space, const Kokkos::View<int* [4], typename ExecutionSpace::memory_space>& begins,
+    int which, int num_nodes, int total,
+    const Kokkos::View<int*, typename ExecutionSpace::memory_space>& sources,
+    Kokkos::View<int*, typename ExecutionSpace::memory_space>& rows,
+    Kokkos::View<int*, typename ExecutionSpace::memory_space>& offsets) {
   using memory_space = typename ExecutionSpace::memory_space;
-  sort_by_key(space, targets, sources, count, bits_for(num_nodes > 0 ? num_nodes - 1 : 0), sort_workspace);
-  if (static_cast<int>(row_targets.extent(0)) < max_rows) {
-    row_targets = Kokkos::View<int*, memory_space>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::rows")), max_rows);
+  ensure(rows, num_nodes, "kfmm::walk::rows");
+  ensure(offsets, num_nodes + 1, "kfmm::walk::offsets");
+  int count = 0;
+  if (num_nodes > 0) {
+    Kokkos::parallel_scan("kfmm::walk::rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_nodes),
+                          CompactRows<memory_space>{begins, rows, offsets, which, num_nodes, total}, count);
   }
-  if (static_cast<int>(row_offsets.extent(0)) < max_rows + 1) {
-    row_offsets = Kokkos::View<int*, memory_space>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::offsets")), max_rows + 1);
-  }
-  int rows = 0;
-  if (count > 0) {
-    Kokkos::parallel_scan("kfmm::walk::csr_rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
-                          RowStarts<memory_space>{targets, row_targets, row_offsets}, rows);
-  }
-  Kokkos::deep_copy(space, Kokkos::subview(row_offsets, rows), count);
+  Kokkos::deep_copy(space, Kokkos::subview(offsets, count), total);
   InteractionList<memory_space> list;
-  list.targets = Kokkos::subview(row_targets, Kokkos::make_pair(0, rows));
-  list.offsets = Kokkos::subview(row_offsets, Kokkos::make_pair(0, rows + 1));
-  list.sources = Kokkos::subview(sources, Kokkos::make_pair(0, count));
+  list.targets = Kokkos::subview(rows, Kokkos::make_pair(0, count));
+  list.offsets = Kokkos::subview(offsets, Kokkos::make_pair(0, count + 1));
+  list.sources = Kokkos::subview(sources, Kokkos::make_pair(0, total));
   return list;
 }
 
 }  // namespace detail
 
-/// Runs the mutual dual-tree walk on `space` over `tree` and returns the far and near lists, using
-/// (and growing) the buffers of `workspace`; the lists share the workspace's memory.
+/// Runs the dual-tree walk on `space` over `tree` and returns the far and near lists, using (and
+/// growing) the buffers of `workspace`; the lists share the workspace's memory.
 template <class ExecutionSpace, class Real>
 InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     const ExecutionSpace& space, const Octree<ExecutionSpace, Real>& tree, const WalkOptions& options,
     WalkWorkspace<typename ExecutionSpace::memory_space>& ws) {
   using memory_space = typename ExecutionSpace::memory_space;
-  require(options.theta > 0 && options.theta <= 1, "dual_tree_walk: theta = ", options.theta,
-          " must lie in (0, 1]");
+  // theta < 1 keeps a node and its ancestors apart: the ancestor's sphere contains the node's centre.
+  require(options.theta > 0 && options.theta < 1, "dual_tree_walk: theta = ", options.theta,
+          " must lie in (0, 1)");
   require(options.min_separation >= 0 && std::isfinite(options.min_separation),
           "dual_tree_walk: min_separation = ", options.min_separation, " must be finite and >= 0");
-  require(options.levels_per_round >= 1 && options.levels_per_round <= 4,
-          "dual_tree_walk: levels_per_round = ", options.levels_per_round, " must lie in 1..4");
-  require(options.split_both_ratio >= 1, "dual_tree_walk: split_both_ratio = ", options.split_both_ratio,
-          " must be >= 1");
   InteractionLists<memory_space> lists;
   const int num_nodes = tree.num_nodes;
-  const auto alloc = [](const char* label) {
-    return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
-  };
 
-  // Capacity guesses; grown when a round reports more.
-  auto ensure = [&](auto& v, long long want, const char* label) {
-    if (static_cast<long long>(v.extent(0)) < want) {
-      v = std::remove_reference_t<decltype(v)>(alloc(label), static_cast<size_t>(want));
-    }
-  };
-  const long long q0 = 8LL * num_nodes + 64;
-  for (int c = 0; c < 2; ++c) {
-    ensure(ws.queue[c][0], q0, "kfmm::walk::queue_a");
-    ensure(ws.queue[c][1], q0, "kfmm::walk::queue_b");
+  // Capacity guesses (grown when a round reports more): far and near sources per node, and pending
+  // sources per node of the widest level.
+  int widest = 1;
+  for (int l = 0; l < tree.num_levels; ++l)
+    widest = std::max(widest, tree.level_offsets[l + 1] - tree.level_offsets[l]);
+  detail::ensure(ws.far_sources, static_cast<long long>(ws.far_per_node) * num_nodes + 16,
+                 "kfmm::walk::far_sources");
+  detail::ensure(ws.near_sources, static_cast<long long>(ws.near_per_leaf) * tree.num_leaves + 16,
+                 "kfmm::walk::near_sources");
+  detail::ensure(ws.pending, static_cast<long long>(ws.pending_per_node) * widest + 16,
+                 "kfmm::walk::pending");
+  for (int b = 0; b < 2; ++b) {
+    detail::ensure(ws.entry_t[b], 1, "kfmm::walk::entry_targets");
+    detail::ensure(ws.entry_s[b], 1, "kfmm::walk::entry_sources");
   }
-  ensure(ws.far_targets, 16LL * num_nodes + 64, "kfmm::walk::far_targets");
-  ensure(ws.far_sources, 16LL * num_nodes + 64, "kfmm::walk::far_sources");
-  ensure(ws.near_targets, 32LL * tree.num_leaves + 64, "kfmm::walk::near_targets");
-  ensure(ws.near_sources, 32LL * tree.num_leaves + 64, "kfmm::walk::near_sources");
-
-  long long far_count = 0, near_count = 0, queue_size = 0;
-  int cur = 0;
   if (num_nodes > 0) {
-    Kokkos::deep_copy(space, Kokkos::subview(ws.queue[cur][0], 0), 0);
-    Kokkos::deep_copy(space, Kokkos::subview(ws.queue[cur][1], 0), 0);
-    queue_size = 1;
+    Kokkos::deep_copy(space, Kokkos::subview(ws.entry_t[0], 0), 0);  // round 0: the root with itself
+    Kokkos::deep_copy(space, Kokkos::subview(ws.entry_s[0], 0), 0);
   }
-  detail::WalkRound<memory_space, Real> round;
-  round.centres = tree.centres;
-  round.radii = tree.radii;
-  round.first_child = tree.first_child;
-  round.num_children = tree.num_children;
-  round.theta = options.theta;
+  if (static_cast<int>(ws.begins.extent(0)) < num_nodes) {
+    ws.begins = Kokkos::View<int* [4], memory_space>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::begins")), num_nodes);
+  }
+
+  // Node records packed for the walk: one centre+radius row and one children row per node.
+  if (static_cast<int>(ws.spheres.extent(0)) < num_nodes) {
+    ws.spheres = decltype(ws.spheres)(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::spheres")), num_nodes);
+    ws.children = decltype(ws.children)(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::children")), num_nodes);
+  }
+  {
+    const auto spheres = ws.spheres;
+    const auto children = ws.children;
+    const auto centres = tree.centres;
+    const auto radii = tree.radii;
+    const auto first_child = tree.first_child;
+    const auto num_children = tree.num_children;
+    Kokkos::parallel_for(
+        "kfmm::walk::pack", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_nodes),
+        KOKKOS_LAMBDA(const int i) {
+          for (int a = 0; a < 3; ++a) spheres(i, a) = static_cast<double>(centres(i, a));
+          spheres(i, 3) = static_cast<double>(radii(i));
+          children(i, 0) = first_child(i);
+          children(i, 1) = num_children(i);
+        });
+  }
+  detail::WalkRound<memory_space> round;
+  round.spheres = ws.spheres;
+  round.children = ws.children;
+  round.begins = ws.begins;
+  round.theta_squared = options.theta * options.theta;
   round.min_separation = options.min_separation;
-  round.split_both_ratio = options.split_both_ratio;
-  round.levels = options.levels_per_round;
-  while (queue_size > 0) {
-    require(lists.statistics.rounds < 64 * (tree.num_levels + 1),
-            "dual_tree_walk: the walk does not terminate");
-    lists.statistics.peak_queue =
-        queue_size > lists.statistics.peak_queue ? queue_size : lists.statistics.peak_queue;
+  long long far_count = 0, near_count = 0, entries = num_nodes > 0 ? 1 : 0;
+  for (int level = 0; level < tree.num_levels && entries > 0; ++level) {
+    lists.statistics.peak_entries = std::max(lists.statistics.peak_entries, entries);
+    round.entry_t = ws.entry_t[level % 2];
+    round.entry_s = ws.entry_s[level % 2];
+    round.far_base = far_count;
+    round.near_base = near_count;
     detail::WalkCounts totals;
     for (;;) {
-      round.qa = ws.queue[cur][0];
-      round.qb = ws.queue[cur][1];
-      round.na = ws.queue[1 - cur][0];
-      round.nb = ws.queue[1 - cur][1];
-      round.far_t = ws.far_targets;
+      round.pending_out = ws.pending;
       round.far_s = ws.far_sources;
-      round.near_t = ws.near_targets;
       round.near_s = ws.near_sources;
-      round.far_base = far_count;
-      round.near_base = near_count;
-      round.next_cap = static_cast<long long>(round.na.extent(0));
-      round.far_cap = static_cast<long long>(ws.far_targets.extent(0));
-      round.near_cap = static_cast<long long>(ws.near_targets.extent(0));
+      round.far_cap = static_cast<long long>(ws.far_sources.extent(0));
+      round.near_cap = static_cast<long long>(ws.near_sources.extent(0));
+      round.pending_cap = static_cast<long long>(round.pending_out.extent(0));
       totals = detail::WalkCounts();
       Kokkos::parallel_scan("kfmm::walk::round",
-                            Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<int>(queue_size)),
-                            round, totals);
+                            Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<int>(entries)), round,
+                            totals);
       bool regrow = false;
-      if (totals.next > round.next_cap) {
-        for (int ab = 0; ab < 2; ++ab) detail::grow(ws.queue[1 - cur][ab], totals.next, 0);
-        regrow = true;
-      }
       if (far_count + totals.far > round.far_cap) {
-        detail::grow(ws.far_targets, far_count + totals.far, far_count);
         detail::grow(ws.far_sources, far_count + totals.far, far_count);
         regrow = true;
       }
       if (near_count + totals.near > round.near_cap) {
-        detail::grow(ws.near_targets, near_count + totals.near, near_count);
         detail::grow(ws.near_sources, near_count + totals.near, near_count);
+        regrow = true;
+      }
+      if (totals.pending > round.pending_cap) {
+        detail::grow(ws.pending, totals.pending, 0);
         regrow = true;
       }
       if (!regrow) break;
@@ -389,20 +387,30 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     }
     far_count += totals.far;
     near_count += totals.near;
+    entries = totals.entries;
+    if (entries > 0) {
+      require(entries <= INT_MAX, "dual_tree_walk: ", entries,
+              " candidate pairs in one level exceed the int range");
+      const int next = 1 - level % 2;
+      detail::ensure(ws.entry_t[next], entries + entries / 4, "kfmm::walk::entry_targets");
+      detail::ensure(ws.entry_s[next], entries + entries / 4, "kfmm::walk::entry_sources");
+      detail::expand_entries(space, ws.begins, ws.children, ws.pending, tree.level_offsets[level],
+                             tree.level_offsets[level + 1], totals.pending, ws.entry_t[next],
+                             ws.entry_s[next]);
+    }
     lists.statistics.pairs_visited += totals.visited;
-    queue_size = totals.next;
-    cur = 1 - cur;
     ++lists.statistics.rounds;
   }
-  lists.far = detail::pairs_to_csr(space, ws.far_targets, ws.far_sources, static_cast<int>(far_count),
-                                   num_nodes, num_nodes, ws.sort, ws.far_rows, ws.far_offsets);
-  // Near rows are exactly the leaves (each has its self pair).
-  lists.near = detail::pairs_to_csr(space, ws.near_targets, ws.near_sources, static_cast<int>(near_count),
-                                    num_nodes, tree.num_leaves, ws.sort, ws.near_rows, ws.near_offsets);
+  require(entries == 0, "dual_tree_walk: pairs left undecided below the deepest level (inconsistent tree)");
+  lists.far = detail::make_list(space, ws.begins, detail::kBeginFar, num_nodes, static_cast<int>(far_count),
+                                ws.far_sources, ws.far_rows, ws.far_offsets);
+  lists.near =
+      detail::make_list(space, ws.begins, detail::kBeginNear, num_nodes, static_cast<int>(near_count),
+                        ws.near_sources, ws.near_rows, ws.near_offsets);
   return lists;
 }
 
-/// Runs the mutual dual-tree walk on `space` over `tree`; the returned lists own their memory.
+/// Runs the dual-tree walk on `space` over `tree`; the returned lists own their memory.
 template <class ExecutionSpace, class Real>
 InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     const ExecutionSpace& space, const Octree<ExecutionSpace, Real>& tree, const WalkOptions& options) {

@@ -361,3 +361,32 @@ TEST_CASE("octree is bitwise identical on Serial and OpenMP", "[tree][octree]") 
   }
 }
 #endif
+
+TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh build", "[tree][octree]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  kfmm::Octree<Space, double> tree;
+  kfmm::OctreeWorkspace<typename Space::memory_space> ws;
+  // Same N twice (arrays reused), then other sizes (arrays replaced), then N = 0 and back.
+  int k = 0;
+  for (const auto& in :
+       {kfmm_tree_test::make_input("plummer", 2000, 1), kfmm_tree_test::make_input("uniform", 2000, 2),
+        kfmm_tree_test::make_input("coincident", 900, 3), kfmm_tree_test::make_input("uniform", 0),
+        kfmm_tree_test::make_input("line", 3000, 4)}) {
+    INFO("build " << k++ << " " << in.name);
+    kfmm_tree_test::DeviceInput<Space, double> d(in);
+    kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, ws);
+    const HostTree<double> reused(tree);
+    const HostTree<double> fresh(kfmm::build_octree(Space(), d.positions, d.masses, 8));
+    REQUIRE(reused.permutation == fresh.permutation);
+    REQUIRE(reused.level_offsets == fresh.level_offsets);
+    REQUIRE(reused.begin == fresh.begin);
+    REQUIRE(reused.end == fresh.end);
+    REQUIRE(reused.parent == fresh.parent);
+    REQUIRE(reused.num_children == fresh.num_children);
+    REQUIRE(reused.leaves == fresh.leaves);
+    REQUIRE(reused.centres == fresh.centres);
+    REQUIRE(reused.radii == fresh.radii);
+    check_structure(in, reused);
+  }
+}

@@ -43,13 +43,28 @@ struct Point3 {
   double v[3];
 };
 
-/// Per-node double-precision accumulators that the bottom-up pass carries from children to parents.
+}  // namespace detail
+
+/// Per-node double-precision accumulators that the bottom-up pass carries from children to parents
+/// (indexed by node id; reusable across calls, grown on demand).
 template <class MemorySpace>
 struct MomentSums {
-  Kokkos::View<double* [4], MemorySpace> weights;  ///< sum |m|, sum |m| x, sum |m| y, sum |m| z
-  Kokkos::View<double* [6], MemorySpace> boxes;    ///< particle bounding box: lo xyz, hi xyz
-  Kokkos::View<double*, MemorySpace> mass;         ///< sum m
+  Kokkos::View<double* [4], Kokkos::LayoutRight, MemorySpace> weights;  ///< sum |m|, |m| x, |m| y, |m| z
+  Kokkos::View<double* [6], Kokkos::LayoutRight, MemorySpace> boxes;    ///< particle box: lo xyz, hi xyz
+  Kokkos::View<double*, MemorySpace> mass;                              ///< sum m
+
+  void reserve(int num_nodes) {
+    if (static_cast<int>(mass.extent(0)) >= num_nodes) return;
+    const auto alloc = [](const char* label) {
+      return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
+    };
+    weights = decltype(weights)(alloc("kfmm::moments::weights"), num_nodes);
+    boxes = decltype(boxes)(alloc("kfmm::moments::boxes"), num_nodes);
+    mass = decltype(mass)(alloc("kfmm::moments::mass"), num_nodes);
+  }
 };
+
+namespace detail {
 
 template <class Real, class Sums, class Centres>
 KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const Sums& s, const Point3& origin,
@@ -72,14 +87,15 @@ KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const Sums& s, const P
 /// (sorted) order; `origin_in` is a point near the particles (e.g. the box corner) that the
 /// double-precision weighted sums are taken relative to. `leaves` lists the leaf nodes, `level_offsets`
 /// (host) the node ranges of each level; internal nodes are combined from their children level by level,
-/// deepest first.
+/// deepest first. `sums` provides the per-node temporaries.
 template <class ExecutionSpace, class PositionsView, class MassesView, class Ranges, class IntView,
           class Centres, class Radii, class NodeMasses>
 void compute_node_moments(const ExecutionSpace& space, const PositionsView& positions,
                           const MassesView& masses, const Ranges& ranges, const IntView& first_child,
                           const IntView& num_children, const IntView& leaves,
                           const std::vector<int>& level_offsets, const double origin_in[3],
-                          const Centres& centres, const Radii& radii, const NodeMasses& node_masses) {
+                          const Centres& centres, const Radii& radii, const NodeMasses& node_masses,
+                          MomentSums<typename ExecutionSpace::memory_space>& sums) {
   using memory_space = typename ExecutionSpace::memory_space;
   using Real = typename Centres::non_const_value_type;
   const int num_nodes = static_cast<int>(ranges.extent(0));
@@ -88,13 +104,8 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
   // Weighted sums are taken relative to `origin` (the box corner): far from the origin of
   // coordinates, absolute sums would lose the digits that resolve a node.
   const detail::Point3 origin{{origin_in[0], origin_in[1], origin_in[2]}};
-  detail::MomentSums<memory_space> s{
-      Kokkos::View<double* [4], memory_space>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::moments::w")), num_nodes),
-      Kokkos::View<double* [6], memory_space>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::moments::box")), num_nodes),
-      Kokkos::View<double*, memory_space>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::moments::m")), num_nodes)};
+  sums.reserve(num_nodes);
+  const MomentSums<memory_space> s = sums;
 
   Kokkos::parallel_for(
       "kfmm::moments::leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),

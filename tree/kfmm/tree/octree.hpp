@@ -200,21 +200,52 @@ void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& t
       space, Kokkos::View<const Real* [3], typename ExecutionSpace::memory_space>(), masses);
   require(r.non_finite == 0, "update_moments: ", r.non_finite, " masses are NaN or infinite");
   permute_to_tree_order(space, tree, masses, tree.masses);
+  MomentSums<typename ExecutionSpace::memory_space> sums;
   compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.first_child, tree.num_children,
                        tree.leaves, tree.level_offsets, tree.frame.lo, tree.centres, tree.radii,
-                       tree.node_masses);
+                       tree.node_masses, sums);
 }
 
+/// Reusable temporaries of build_octree (grown on demand), so that repeated builds allocate little.
+template <class MemorySpace>
+struct OctreeWorkspace {
+  Kokkos::View<int*, MemorySpace> dl;                      ///< per sorted position: start and leaf level
+  Kokkos::View<signed char*, MemorySpace> prefix, suffix;  ///< window maxima within blocks
+  SortWorkspace<MemorySpace, MortonKey, int> sort;         ///< the key sort's temporaries
+  MomentSums<MemorySpace> sums;                            ///< the moments' per-node accumulators
+};
+
+namespace detail {
+
+/// Makes `v` a View of exactly n entries, reusing its allocation when the extent already matches.
+template <class View>
+void resize_exact(View& v, size_t n, const char* label) {
+  if (v.extent(0) != n || (n > 0 && v.data() == nullptr)) {
+    v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+  }
+}
+
+/// Makes `v` hold at least n entries (for temporaries indexed below their extent).
+template <class View>
+void reserve(View& v, size_t n, const char* label) {
+  if (v.extent(0) < n) v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+}
+
+}  // namespace detail
+
 /// Builds the octree of `positions` (N x 3) with `masses` (N), both Views accessible from `space`, in
-/// the caller's particle order; leaves hold at most `leaf_size` particles (except runs of particles
-/// that share a level-21 cell, which stay in one leaf). Throws kfmm::Error for mismatched extents,
-/// leaf_size < 1, or NaN/infinite coordinates or masses.
-template <class ExecutionSpace, class PositionsView, class MassesView>
-Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octree(
-    const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses, int leaf_size) {
-  using Real = typename PositionsView::non_const_value_type;
+/// the caller's particle order, into `tree`, reusing its arrays where their sizes still fit exactly and
+/// the temporaries of `workspace` (a time-stepping caller passes the same tree and workspace every
+/// step). Leaves hold at most `leaf_size` particles, except runs of particles that share a level-21
+/// cell, which stay in one leaf. Throws kfmm::Error for mismatched extents, leaf_size < 1, or
+/// NaN/infinite coordinates or masses.
+template <class ExecutionSpace, class PositionsView, class MassesView, class Real>
+void build_octree(const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses,
+                  int leaf_size, Octree<ExecutionSpace, Real>& tree,
+                  OctreeWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   using memory_space = typename ExecutionSpace::memory_space;
-  using IntView = Kokkos::View<int*, memory_space>;
+  static_assert(std::is_same<typename PositionsView::non_const_value_type, Real>::value,
+                "build_octree: the tree's Real must be the positions' value type");
   static_assert(std::is_floating_point<Real>::value, "build_octree: positions must hold float or double");
   static_assert(
       Kokkos::SpaceAccessibility<ExecutionSpace, typename PositionsView::memory_space>::accessible &&
@@ -227,13 +258,10 @@ Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octre
           " exceeds the int index range");
   require(leaf_size >= 1, "build_octree: leaf_size = ", leaf_size, " must be at least 1");
 
-  const auto alloc = [](const char* label) {
-    return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
-  };
-  Octree<ExecutionSpace, Real> tree;
   const int n = static_cast<int>(positions.extent(0));
   tree.num_particles = n;
   tree.leaf_size = leaf_size;
+  tree.num_nodes = tree.num_leaves = tree.num_levels = 0;
   tree.level_offsets.assign(1, 0);
 
   // 1. Box, keys.
@@ -246,19 +274,11 @@ Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octre
     bb.hi[a] = box.hi[a];
   }
   tree.frame = MortonFrame::of(bb);
-  tree.keys = Kokkos::View<MortonKey*, memory_space>(alloc("kfmm::octree::keys"), n);
-  tree.permutation = IntView(alloc("kfmm::octree::permutation"), n);
-  tree.positions = Kokkos::View<Real* [3], memory_space>(alloc("kfmm::octree::positions"), n);
-  tree.masses = Kokkos::View<Real*, memory_space>(alloc("kfmm::octree::masses"), n);
-  if (n == 0) {
-    tree.ranges = RangeView<memory_space>("kfmm::octree::ranges", 0);
-    tree.parent = tree.first_child = tree.num_children = tree.level = tree.leaves =
-        IntView("kfmm::octree::empty", 0);
-    tree.centres = Kokkos::View<Real* [3], memory_space>("kfmm::octree::centres", 0);
-    tree.radii = tree.node_masses = Kokkos::View<Real*, memory_space>("kfmm::octree::radii", 0);
-    return tree;
-  }
-  {
+  detail::resize_exact(tree.keys, n, "kfmm::octree::keys");
+  detail::resize_exact(tree.permutation, n, "kfmm::octree::permutation");
+  detail::resize_exact(tree.positions, n, "kfmm::octree::positions");
+  detail::resize_exact(tree.masses, n, "kfmm::octree::masses");
+  if (n > 0) {
     const auto keys = tree.keys;
     const auto perm = tree.permutation;
     const MortonFrame f = tree.frame;
@@ -269,12 +289,9 @@ Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octre
                                   morton_cell(static_cast<double>(positions(i, 2)), f.lo[2], f.scale));
           perm(i) = i;
         });
-  }
 
-  // 2. Sort, gather.
-  sort_by_key(space, tree.keys, tree.permutation, n, morton_bits);
-  {
-    const auto perm = tree.permutation;
+    // 2. Sort, gather.
+    sort_by_key(space, tree.keys, tree.permutation, n, morton_bits, workspace.sort);
     const auto pos = tree.positions;
     const auto mas = tree.masses;
     Kokkos::parallel_for(
@@ -285,17 +302,17 @@ Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octre
           pos(s, 2) = positions(i, 2);
           mas(s) = masses(i);
         });
-  }
 
-  // 3. Topology. Window maxima of the common level of keys (j, j + leaf_size), blocks of w.
-  IntView dl(alloc("kfmm::octree::dl"), n + 1);
-  {
-    const auto keys = tree.keys;
+    // 3. Topology. Window maxima of the common level of keys (j, j + leaf_size), blocks of w.
+    detail::reserve(workspace.dl, n + 1, "kfmm::octree::dl");
+    detail::reserve(workspace.prefix, n, "kfmm::octree::prefix_max");
+    detail::reserve(workspace.suffix, n, "kfmm::octree::suffix_max");
+    const auto dl = workspace.dl;
+    const auto pre = workspace.prefix;
+    const auto suf = workspace.suffix;
     const int ls = leaf_size;
     const long long w = static_cast<long long>(leaf_size) + 1;
     const int windows = n > leaf_size ? n - leaf_size : 0;  // window j covers [j, j + leaf_size]
-    Kokkos::View<signed char*, memory_space> pre(alloc("kfmm::octree::prefix_max"), n);
-    Kokkos::View<signed char*, memory_space> suf(alloc("kfmm::octree::suffix_max"), n);
     const int blocks = static_cast<int>((n + w - 1) / w);
     Kokkos::parallel_for(
         "kfmm::octree::window_blocks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
@@ -351,15 +368,19 @@ Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octre
     tree.num_leaves = totals.c[detail::topology_slots - 1];
   }
   const int m = tree.num_nodes;
-  tree.ranges = RangeView<memory_space>(alloc("kfmm::octree::ranges"), m);
-  tree.parent = IntView(alloc("kfmm::octree::parent"), m);
-  tree.first_child = IntView(alloc("kfmm::octree::first_child"), m);
-  tree.num_children = IntView(alloc("kfmm::octree::num_children"), m);
-  tree.level = IntView(alloc("kfmm::octree::level"), m);
-  tree.leaves = IntView(alloc("kfmm::octree::leaves"), tree.num_leaves);
+  detail::resize_exact(tree.ranges, m, "kfmm::octree::ranges");
+  detail::resize_exact(tree.parent, m, "kfmm::octree::parent");
+  detail::resize_exact(tree.first_child, m, "kfmm::octree::first_child");
+  detail::resize_exact(tree.num_children, m, "kfmm::octree::num_children");
+  detail::resize_exact(tree.level, m, "kfmm::octree::level");
+  detail::resize_exact(tree.leaves, tree.num_leaves, "kfmm::octree::leaves");
+  detail::resize_exact(tree.centres, m, "kfmm::octree::centres");
+  detail::resize_exact(tree.radii, m, "kfmm::octree::radii");
+  detail::resize_exact(tree.node_masses, m, "kfmm::octree::node_masses");
+  if (n == 0) return;
   {
     detail::TopologyScan<memory_space> scan;
-    scan.dl = dl;
+    scan.dl = workspace.dl;
     scan.ranges = tree.ranges;
     scan.parent = tree.parent;
     scan.first_child = tree.first_child;
@@ -381,12 +402,18 @@ Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octre
   }
 
   // 4. Moments.
-  tree.centres = Kokkos::View<Real* [3], memory_space>(alloc("kfmm::octree::centres"), m);
-  tree.radii = Kokkos::View<Real*, memory_space>(alloc("kfmm::octree::radii"), m);
-  tree.node_masses = Kokkos::View<Real*, memory_space>(alloc("kfmm::octree::node_masses"), m);
   compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.first_child, tree.num_children,
                        tree.leaves, tree.level_offsets, tree.frame.lo, tree.centres, tree.radii,
-                       tree.node_masses);
+                       tree.node_masses, workspace.sums);
+}
+
+/// Builds a new octree (see the overload above); allocates everything for this call.
+template <class ExecutionSpace, class PositionsView, class MassesView>
+Octree<ExecutionSpace, typename PositionsView::non_const_value_type> build_octree(
+    const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses, int leaf_size) {
+  Octree<ExecutionSpace, typename PositionsView::non_const_value_type> tree;
+  OctreeWorkspace<typename ExecutionSpace::memory_space> workspace;
+  build_octree(space, positions, masses, leaf_size, tree, workspace);
   return tree;
 }
 

@@ -18,6 +18,13 @@
 
 #include "kfmm/core/error.hpp"
 
+// Opt-in CUB backend of the sort seam for CUDA builds (-DKFMM_ENABLE_CUB_SORT): a onesweep radix
+// sort, much faster than the portable one. Stable too, so the results are identical.
+#if defined(KOKKOS_ENABLE_CUDA) && defined(KFMM_ENABLE_CUB_SORT)
+#include <cub/device/device_radix_sort.cuh>
+#define KFMM_TREE_HAVE_CUB_SORT 1
+#endif
+
 namespace kfmm {
 
 /// Reusable temporaries of sort_by_key (grown on demand), so repeated sorts allocate nothing.
@@ -26,6 +33,7 @@ struct SortWorkspace {
   Kokkos::View<Key*, MemorySpace> keys;
   Kokkos::View<Value*, MemorySpace> values;
   Kokkos::View<int*, MemorySpace> counts;
+  Kokkos::View<unsigned char*, MemorySpace> bytes;  ///< temporary storage of a vendor sort
 
   void reserve(int n, int num_counts) {
     if (static_cast<int>(keys.extent(0)) < n) {
@@ -234,6 +242,38 @@ void radix_sort(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps..
   }
 }
 
+#if defined(KFMM_TREE_HAVE_CUB_SORT)
+/// The CUB path: ping-pongs between the caller's arrays and the workspace, copies back if needed.
+template <class Key, class Value, class... KeyProps, class... ValueProps>
+void cub_sort(const Kokkos::Cuda& space, const Kokkos::View<Key*, KeyProps...>& keys,
+              const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
+              SortWorkspace<typename Kokkos::Cuda::memory_space, Key, Value>& workspace) {
+  workspace.reserve(n, 0);
+  cub::DoubleBuffer<Key> k(keys.data(), workspace.keys.data());
+  cub::DoubleBuffer<Value> v(values.data(), workspace.values.data());
+  size_t temp_bytes = 0;
+  cudaError_t status =
+      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k, v, n, 0, key_bits, space.cuda_stream());
+  require(status == cudaSuccess,
+          "sort_by_key: cub temporary-size query failed: ", cudaGetErrorString(status));
+  if (workspace.bytes.extent(0) < temp_bytes) {
+    workspace.bytes = Kokkos::View<unsigned char*, typename Kokkos::Cuda::memory_space>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::sort::bytes")), temp_bytes);
+  }
+  status = cub::DeviceRadixSort::SortPairs(workspace.bytes.data(), temp_bytes, k, v, n, 0, key_bits,
+                                           space.cuda_stream());
+  require(status == cudaSuccess, "sort_by_key: cub radix sort failed: ", cudaGetErrorString(status));
+  if (k.Current() != keys.data()) {
+    Kokkos::deep_copy(space, Kokkos::subview(keys, Kokkos::make_pair(0, n)),
+                      Kokkos::subview(workspace.keys, Kokkos::make_pair(0, n)));
+  }
+  if (v.Current() != values.data()) {
+    Kokkos::deep_copy(space, Kokkos::subview(values, Kokkos::make_pair(0, n)),
+                      Kokkos::subview(workspace.values, Kokkos::make_pair(0, n)));
+  }
+}
+#endif
+
 }  // namespace detail
 
 /// Sorts keys(0 .. n-1) ascending, stably, and applies the same permutation to values(0 .. n-1).
@@ -243,6 +283,17 @@ template <class ExecutionSpace, class Key, class Value, class... KeyProps, class
 void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
                  const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
                  SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
+#if defined(KFMM_TREE_HAVE_CUB_SORT)
+  if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
+    require(n >= 0 && n <= static_cast<int>(keys.extent(0)) && n <= static_cast<int>(values.extent(0)),
+            "sort_by_key: n = ", n, " exceeds the keys (", keys.extent(0), ") or values (", values.extent(0),
+            ")");
+    require(key_bits >= 0 && key_bits <= static_cast<int>(8 * sizeof(Key)),
+            "sort_by_key: key_bits = ", key_bits, " is out of range for a ", 8 * sizeof(Key), "-bit key");
+    if (n > 1 && key_bits > 0) detail::cub_sort(space, keys, values, n, key_bits, workspace);
+    return;
+  }
+#endif
   detail::radix_sort<detail::DefaultRadixTiles<ExecutionSpace>>(space, keys, values, n, key_bits, workspace);
 }
 

@@ -61,7 +61,7 @@ struct BoxReduction {
       lo[a] = o.lo[a] < lo[a] ? o.lo[a] : lo[a];
       hi[a] = o.hi[a] > hi[a] ? o.hi[a] : hi[a];
     }
-    non_finite += o.non_finite;
+    non_finite = non_finite + o.non_finite;  // no compound assignment on volatile (C++20)
   }
 };
 

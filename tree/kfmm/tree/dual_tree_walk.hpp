@@ -401,12 +401,15 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     lists.statistics.pairs_visited += totals.visited;
     ++lists.statistics.rounds;
   }
-  require(entries == 0, "dual_tree_walk: pairs left undecided below the deepest level (inconsistent tree)");
+  require(entries == 0 && lists.statistics.rounds == tree.num_levels,
+          "dual_tree_walk: the walk did not end with the deepest level (inconsistent tree)");
   lists.far = detail::make_list(space, ws.begins, detail::kBeginFar, num_nodes, static_cast<int>(far_count),
                                 ws.far_sources, ws.far_rows, ws.far_offsets);
   lists.near =
       detail::make_list(space, ws.begins, detail::kBeginNear, num_nodes, static_cast<int>(near_count),
                         ws.near_sources, ws.near_rows, ws.near_offsets);
+  require(lists.near.num_rows() == tree.num_leaves, "dual_tree_walk: ", lists.near.num_rows(),
+          " near rows for ", tree.num_leaves, " leaves (inconsistent tree)");
   return lists;
 }
 

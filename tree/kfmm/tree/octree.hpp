@@ -314,6 +314,13 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
     const long long w = static_cast<long long>(leaf_size) + 1;
     const int windows = n > leaf_size ? n - leaf_size : 0;  // window j covers [j, j + leaf_size]
     const int blocks = static_cast<int>((n + w - 1) / w);
+    // g(j) = common level of keys j and j + leaf_size (-1 past the last window), coalesced...
+    Kokkos::parallel_for(
+        "kfmm::octree::window_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        KOKKOS_LAMBDA(const int j) {
+          suf(j) = static_cast<signed char>(j < windows ? morton_common_level(keys(j), keys(j + ls)) : -1);
+        });
+    // ... then prefix and suffix maxima within blocks of w (one thread reads w contiguous bytes).
     Kokkos::parallel_for(
         "kfmm::octree::window_blocks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
         KOKKOS_LAMBDA(const int b) {
@@ -321,14 +328,12 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
           const int end = static_cast<int>(begin + w < n ? begin + w : n);
           int run = -1;
           for (int j = begin; j < end; ++j) {
-            const int g = j < windows ? morton_common_level(keys(j), keys(j + ls)) : -1;
-            run = g > run ? g : run;
+            run = suf(j) > run ? suf(j) : run;
             pre(j) = static_cast<signed char>(run);
           }
           run = -1;
           for (int j = end - 1; j >= begin; --j) {
-            const int g = j < windows ? morton_common_level(keys(j), keys(j + ls)) : -1;
-            run = g > run ? g : run;
+            run = suf(j) > run ? suf(j) : run;
             suf(j) = static_cast<signed char>(run);
           }
         });

@@ -102,7 +102,9 @@ KOKKOS_INLINE_FUNCTION double rsqrt(double x) {
 
 /// `KFMM_PRAGMA_UNROLL` before a loop asks device compilers (CUDA, HIP) to unroll it completely
 /// when its trip count is a compile-time constant (operators templated on the expansion order).
-/// Host compilers get nothing: their own heuristics decide, and runtime-order loops stay compact.
+/// Host compilers get nothing: forcing complete unrolling there (`#pragma GCC unroll`) made the M2L
+/// 3-4x faster on one CPU core but multiplied the compile time and memory of translation units that
+/// instantiate many orders (tens of minutes, ~10 GB), see docs/operators.md.
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #define KFMM_PRAGMA_UNROLL _Pragma("unroll")
 #else
@@ -134,3 +136,32 @@ inline const char* kokkos_version_string() {
 }
 
 }  // namespace kfmm::compat
+
+// Kokkos Kernels' per-team and per-thread rank-2 GEMV (small dense blocks applied inside kernels;
+// docs/dense_blocks.md compares them with kfmm's hand-written loops). Kokkos Kernels 3.x has them in
+// KokkosBatched (and defines no KOKKOSKERNELS_VERSION); from 4.0 KokkosBatched::TeamGemv wants a
+// rank-3 (batched) matrix and the rank-2 forms live in KokkosBlas.
+#if defined(KFMM_HAVE_KOKKOSKERNELS)
+#include <KokkosKernels_config.h>
+#if defined(KOKKOSKERNELS_VERSION)
+#include <KokkosBlas2_serial_gemv.hpp>
+#include <KokkosBlas2_team_gemv.hpp>
+namespace kfmm::compat {
+/// y = beta y + alpha A x by the threads of a team (A rank 2, no transpose).
+template <class Member>
+using TeamGemvN =
+    KokkosBlas::TeamGemv<Member, KokkosBlas::Trans::NoTranspose, KokkosBlas::Algo::Gemv::Unblocked>;
+/// y = beta y + alpha A x by one thread.
+using SerialGemvN = KokkosBlas::SerialGemv<KokkosBlas::Trans::NoTranspose, KokkosBlas::Algo::Gemv::Unblocked>;
+}  // namespace kfmm::compat
+#else
+#include <KokkosBatched_Gemv_Decl.hpp>
+namespace kfmm::compat {
+template <class Member>
+using TeamGemvN =
+    KokkosBatched::TeamGemv<Member, KokkosBatched::Trans::NoTranspose, KokkosBatched::Algo::Gemv::Unblocked>;
+using SerialGemvN =
+    KokkosBatched::SerialGemv<KokkosBatched::Trans::NoTranspose, KokkosBatched::Algo::Gemv::Unblocked>;
+}  // namespace kfmm::compat
+#endif
+#endif

@@ -279,10 +279,12 @@ KOKKOS_INLINE_FUNCTION RotationAngles<Real> rotation_angles(Real tx, Real ty, Re
 }
 
 namespace detail {
-/// The order actually used: the compile-time P when P >= 0, else the runtime order.
+/// The order actually used: the compile-time P when P >= 0, else the runtime order, clamped to
+/// 0..max_order (callers check orders on the host; the clamp also tells the compiler the bound of
+/// the partially unrolled runtime loops).
 template <int P>
 KOKKOS_FORCEINLINE_FUNCTION constexpr int effective_order(int order) {
-  return P >= 0 ? P : order;
+  return P >= 0 ? P : (order < 0 ? 0 : (order > max_order ? max_order : order));
 }
 /// Capacity of per-expansion buffers: (P+1)^2 for a compile-time order, else the maximum order.
 template <int P>
@@ -315,7 +317,7 @@ template <int P = -1, class Real>
 KOKKOS_INLINE_FUNCTION void apply_swap(int order, Real* a) {
   const int p = detail::effective_order<P>(order);
   constexpr int cap = detail::buffer_order<P>;
-  Real tmp[2 * cap + 1];
+  Real tmp[2 * cap + 1] = {};
   KFMM_PRAGMA_UNROLL
   for (int n = 1; n <= p; ++n) {
     Real* an = a + n * n + n;  // an[m] is the coefficient (n, m)

@@ -34,7 +34,7 @@ template <int P = -1, bool Normalised = false, class Real>
 KOKKOS_INLINE_FUNCTION void m2l_z_translate(int order, Real rinv, Real* a) {
   const int p = detail::effective_order<P>(order);
   constexpr int cap = detail::buffer_order<P>;
-  Real f[cap + 1];  // f[j] = j! / r^(j+1)
+  Real f[cap + 1] = {};  // f[j] = j! / r^(j+1) (zero-initialised: quiets -Wmaybe-uninitialized; folded away)
   f[0] = rinv;
   KFMM_PRAGMA_UNROLL
   for (int j = 1; j <= p; ++j) f[j] = f[j - 1] * (Real(j) * rinv);
@@ -44,7 +44,7 @@ KOKKOS_INLINE_FUNCTION void m2l_z_translate(int order, Real rinv, Real* a) {
     for (int side = 0; side < 2; ++side) {
       if (am == 0 && side == 1) continue;
       const int m = side ? -am : am;
-      Real col[cap + 1];  // the column M_k^m, k = |m|..p-|m| (read before the column is overwritten)
+      Real col[cap + 1] = {};  // the column M_k^m, k = |m|..p-|m| (read before the column is overwritten)
       KFMM_PRAGMA_UNROLL
       for (int k = am; k <= p - am; ++k)
         col[k] = Normalised ? a[coefficient_index(k, m)] * static_cast<Real>(expansion_inverse_scale(k, m))
@@ -69,7 +69,7 @@ template <int P = -1, class Real>
 KOKKOS_INLINE_FUNCTION void m2m_z_shift(int order, Real r, Real* a) {
   const int p = detail::effective_order<P>(order);
   constexpr int cap = detail::buffer_order<P>;
-  Real e[cap + 1];  // e[k] = r^k / k!
+  Real e[cap + 1] = {};  // e[k] = r^k / k!
   e[0] = Real(1);
   KFMM_PRAGMA_UNROLL
   for (int k = 1; k <= p; ++k) e[k] = e[k - 1] * r / Real(k);
@@ -92,7 +92,7 @@ template <int P = -1, class Real>
 KOKKOS_INLINE_FUNCTION void l2l_z_shift(int order, Real r, Real* a) {
   const int p = detail::effective_order<P>(order);
   constexpr int cap = detail::buffer_order<P>;
-  Real e[cap + 1];
+  Real e[cap + 1] = {};
   e[0] = Real(1);
   KFMM_PRAGMA_UNROLL
   for (int k = 1; k <= p; ++k) e[k] = e[k - 1] * r / Real(k);

@@ -79,6 +79,16 @@ struct InteractionLists {
   WalkStatistics statistics;
 };
 
+namespace detail {
+/// A node as the walk reads it: one 64-byte record (one cache line) per node.
+struct alignas(64) WalkNode {
+  double centre[3];
+  double radius;
+  int first_child, num_children;
+  int pad[2];
+};
+}  // namespace detail
+
 /// Reusable buffers of dual_tree_walk. Lists returned by a walk with a workspace share its memory and
 /// stay valid only until the next walk with the same workspace.
 template <class MemorySpace>
@@ -87,8 +97,7 @@ struct WalkWorkspace {
   Kokkos::View<int*, MemorySpace> pending;                    // pending sources of one level
   Kokkos::View<int*, MemorySpace> entry_t[2], entry_s[2];     // (target, source) entries, by round
   Kokkos::View<int* [4], MemorySpace> begins;                 // per node: far, near, pending, entry begins
-  Kokkos::View<double* [4], Kokkos::LayoutRight, MemorySpace> spheres;  // per node: centre, radius
-  Kokkos::View<int* [2], Kokkos::LayoutRight, MemorySpace> children;    // per node: first, count
+  Kokkos::View<detail::WalkNode*, MemorySpace> nodes;         // per node: centre, radius, children
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   /// First-call capacity guesses: far sources per node, near sources per leaf, pending sources per
   /// node of the widest level. Too small only costs re-running a round (statistics.regrowths).
@@ -125,8 +134,7 @@ struct WalkRound {
   using value_type = WalkCounts;
   static constexpr int kStack = 8 * 22;  // source descent: at most 8 siblings per level
 
-  Kokkos::View<const double* [4], Kokkos::LayoutRight, MemorySpace> spheres;
-  Kokkos::View<const int* [2], Kokkos::LayoutRight, MemorySpace> children;
+  Kokkos::View<const WalkNode*, MemorySpace> nodes;
   Kokkos::View<int* [4], MemorySpace> begins;              // per node row begins (written for this level)
   Kokkos::View<const int*, MemorySpace> entry_t, entry_s;  // this round's (target, source) entries
   Kokkos::View<int*, MemorySpace> pending_out;             // pending sources of this level
@@ -141,12 +149,12 @@ struct WalkRound {
   /// source's children are returned in first/count.
   KOKKOS_INLINE_FUNCTION int decide(const int t, const double ct[3], const double rt, const int kt,
                                     const int s, int& first, int& count) const {
-    first = children(s, 0);
-    count = children(s, 1);
+    const WalkNode& node = nodes(s);
+    first = node.first_child;
+    count = node.num_children;
     if (t == s) return kt == 0 ? kNear : kSplitTarget;
-    const double cs[3] = {spheres(s, 0), spheres(s, 1), spheres(s, 2)};
-    const double rs = spheres(s, 3);
-    if (mac_accepts(ct, rt, cs, rs, theta_squared, min_separation)) return kFar;
+    const double rs = node.radius;
+    if (mac_accepts(ct, rt, node.centre, rs, theta_squared, min_separation)) return kFar;
     if (kt == 0 && count == 0) return kNear;
     if (kt == 0) return kSplitSource;
     if (count == 0) return kSplitTarget;
@@ -163,9 +171,10 @@ struct WalkRound {
       begins(t, kBeginPending) = static_cast<int>(c.pending);
       begins(t, kBeginEntries) = static_cast<int>(c.entries);
     }
-    const int kt = children(t, 1);
-    const double ct[3] = {spheres(t, 0), spheres(t, 1), spheres(t, 2)};
-    const double rt = spheres(t, 3);
+    const WalkNode& target = nodes(t);
+    const int kt = target.num_children;
+    const double ct[3] = {target.centre[0], target.centre[1], target.centre[2]};
+    const double rt = target.radius;
     int stack[kStack];
     stack[0] = s0;
     int top = 1;
@@ -194,8 +203,8 @@ struct WalkRound {
 
 /// Writes the next round's entries: for every target t of this level with pending sources P_t, the
 /// pairs (child i of t, P_t[j]) at begins(t, entries) + i |P_t| + j, i.e. grouped by child.
-template <class ExecutionSpace, class Begins, class Children, class Pending, class Entries>
-void expand_entries(const ExecutionSpace& space, const Begins& begins, const Children& children,
+template <class ExecutionSpace, class Begins, class Nodes, class Pending, class Entries>
+void expand_entries(const ExecutionSpace& space, const Begins& begins, const Nodes& nodes,
                     const Pending& pending, const int level_begin, const int level_end,
                     const long long pending_total, const Entries& next_t, const Entries& next_s) {
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -207,7 +216,7 @@ void expand_entries(const ExecutionSpace& space, const Begins& begins, const Chi
         const int pe = t + 1 < level_end ? begins(t + 1, kBeginPending) : static_cast<int>(pending_total);
         const int m = pe - pb;
         if (m == 0) return;
-        const int f = children(t, 0), k = children(t, 1);
+        const int f = nodes(t).first_child, k = nodes(t).num_children;
         const int base = begins(t, kBeginEntries);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k * m), [&](const int idx) {
           next_t(base + idx) = f + idx / m;
@@ -321,16 +330,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::begins")), num_nodes);
   }
 
-  // Node records packed for the walk: one centre+radius row and one children row per node.
-  if (static_cast<int>(ws.spheres.extent(0)) < num_nodes) {
-    ws.spheres = decltype(ws.spheres)(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::spheres")), num_nodes);
-    ws.children = decltype(ws.children)(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::children")), num_nodes);
+  // Node records packed for the walk: one cache line per node.
+  if (static_cast<int>(ws.nodes.extent(0)) < num_nodes) {
+    ws.nodes = decltype(ws.nodes)(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::nodes")), num_nodes);
   }
   {
-    const auto spheres = ws.spheres;
-    const auto children = ws.children;
+    const auto nodes = ws.nodes;
     const auto centres = tree.centres;
     const auto radii = tree.radii;
     const auto first_child = tree.first_child;
@@ -338,15 +344,17 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     Kokkos::parallel_for(
         "kfmm::walk::pack", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_nodes),
         KOKKOS_LAMBDA(const int i) {
-          for (int a = 0; a < 3; ++a) spheres(i, a) = static_cast<double>(centres(i, a));
-          spheres(i, 3) = static_cast<double>(radii(i));
-          children(i, 0) = first_child(i);
-          children(i, 1) = num_children(i);
+          detail::WalkNode node;
+          for (int a = 0; a < 3; ++a) node.centre[a] = static_cast<double>(centres(i, a));
+          node.radius = static_cast<double>(radii(i));
+          node.first_child = first_child(i);
+          node.num_children = num_children(i);
+          node.pad[0] = node.pad[1] = 0;
+          nodes(i) = node;
         });
   }
   detail::WalkRound<memory_space> round;
-  round.spheres = ws.spheres;
-  round.children = ws.children;
+  round.nodes = ws.nodes;
   round.begins = ws.begins;
   round.theta_squared = options.theta * options.theta;
   round.min_separation = options.min_separation;
@@ -394,7 +402,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       const int next = 1 - level % 2;
       detail::ensure(ws.entry_t[next], entries + entries / 4, "kfmm::walk::entry_targets");
       detail::ensure(ws.entry_s[next], entries + entries / 4, "kfmm::walk::entry_sources");
-      detail::expand_entries(space, ws.begins, ws.children, ws.pending, tree.level_offsets[level],
+      detail::expand_entries(space, ws.begins, ws.nodes, ws.pending, tree.level_offsets[level],
                              tree.level_offsets[level + 1], totals.pending, ws.entry_t[next],
                              ws.entry_s[next]);
     }

@@ -6,7 +6,7 @@
 ///   normalise (D M), rotate so that t lies on +z (O), un-normalise, z-shift
 ///   M'_n^m = sum_{k=0}^{n-|m|} |t|^k / k! M_{n-k}^m, normalise, rotate back (O^T), un-normalise.
 /// Why not the direct O(p^4) sum M'_n^m = sum_{k,l} R_k^l(t) M_{n-k}^{m-l}: the rotation form shares
-/// every block with M2L (one set of tables, one set of tests), is the cheaper form from p ~ 5 on
+/// every block with M2L (one set of tables, one set of tests), is the cheaper form from p ~ 6 on
 /// (docs/operators.md), and M2M is a small share of the FMM's work at any order.
 #pragma once
 

@@ -1,0 +1,103 @@
+/// \file m2l_csr_lanes.hpp
+/// Host lanes of the fused M2L: W pairs translated at once, vectorised ACROSS pairs.
+///
+/// The per-pair maths of the ops layer (rotation.hpp, translation_z.hpp) is templated on the real
+/// type and branch-free once the angles are known. Instantiated with Pack<Real, W> (W reals, each
+/// arithmetic operator a fixed-trip loop over the lanes, which the compiler turns into SIMD
+/// instructions), the same code translates W pairs in lock step: lane l of every coefficient belongs
+/// to pair l. Only the angles (rotation_angles has data-dependent branches) are computed lane by lane
+/// here, with the same conventions (phi = 0 on the z axis, identity for a zero displacement).
+/// This is the CPU counterpart of the GPU's one-pair-per-thread layout.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
+#include "kfmm/operators/rotation.hpp"
+#include "kfmm/operators/translation_z.hpp"
+
+namespace kfmm::detail {
+
+/// W reals with element-wise arithmetic (a portable SIMD value for host code).
+template <class Real, int W>
+struct Pack {
+  Real v[W];
+  Pack() = default;
+  KOKKOS_FORCEINLINE_FUNCTION explicit Pack(Real x) {
+    for (int l = 0; l < W; ++l) v[l] = x;
+  }
+  template <class T, class = std::enable_if_t<std::is_arithmetic_v<T> && !std::is_same_v<T, Real>>>
+  KOKKOS_FORCEINLINE_FUNCTION explicit Pack(T x) : Pack(static_cast<Real>(x)) {}
+  KOKKOS_FORCEINLINE_FUNCTION Pack& operator+=(const Pack& b) {
+    for (int l = 0; l < W; ++l) v[l] += b.v[l];
+    return *this;
+  }
+  KOKKOS_FORCEINLINE_FUNCTION Pack& operator-=(const Pack& b) {
+    for (int l = 0; l < W; ++l) v[l] -= b.v[l];
+    return *this;
+  }
+  KOKKOS_FORCEINLINE_FUNCTION Pack& operator*=(const Pack& b) {
+    for (int l = 0; l < W; ++l) v[l] *= b.v[l];
+    return *this;
+  }
+  KOKKOS_FORCEINLINE_FUNCTION friend Pack operator+(Pack a, const Pack& b) { return a += b; }
+  KOKKOS_FORCEINLINE_FUNCTION friend Pack operator-(Pack a, const Pack& b) { return a -= b; }
+  KOKKOS_FORCEINLINE_FUNCTION friend Pack operator*(Pack a, const Pack& b) { return a *= b; }
+  KOKKOS_FORCEINLINE_FUNCTION friend Pack operator-(const Pack& a) {
+    Pack r;
+    for (int l = 0; l < W; ++l) r.v[l] = -a.v[l];
+    return r;
+  }
+};
+
+/// Lanes per pack on the host: 8 (two SSE / one AVX register of floats, one AVX-512 of doubles).
+template <class Real>
+inline constexpr int m2l_host_lanes = 8;
+
+/// Adds to L the M2L of W pairs: lane l translates the multipole at M[l] (null: an idle lane that
+/// contributes zero) by the displacement (dx[l], dy[l], dz[l]) = target - source. Compile-time order
+/// P >= 0. L accumulates across calls; the caller sums its lanes in a fixed order at the end.
+template <int P, int W, class Real>
+KOKKOS_INLINE_FUNCTION void m2l_lanes(const Real* const* M, const Real* dx, const Real* dy, const Real* dz,
+                                      Pack<Real, W>* L) {
+  static_assert(P >= 0, "m2l_lanes needs a compile-time order");
+  using V = Pack<Real, W>;
+  constexpr int nc = num_coefficients(P);
+  V a[nc];
+  // normalised multipoles D M (rotation.hpp), lane by lane
+  for (int n = 0; n <= P; ++n)
+    for (int m = -n; m <= n; ++m) {
+      const int i = coefficient_index(n, m);
+      const Real scale = static_cast<Real>(expansion_scale(n, m));
+      for (int l = 0; l < W; ++l) a[i].v[l] = M[l] ? M[l][i] * scale : Real(0);
+    }
+  // angles of rotation.hpp's rotation_angles, lane by lane (branches become selects)
+  RotationAngles<V> g;
+  for (int l = 0; l < W; ++l) {
+    const Real tx = dx[l], ty = dy[l], tz = dz[l];
+    const Real rho2 = tx * tx + ty * ty;
+    const Real r2 = rho2 + tz * tz;
+    const bool zero = !(r2 > Real(0));
+    const Real rho = compat::sqrt(rho2);
+    const Real rinv = zero ? Real(0) : compat::rsqrt(zero ? Real(1) : r2);
+    const bool axis = !(rho > Real(0));
+    const Real rhoinv = axis ? Real(0) : Real(1) / (axis ? Real(1) : rho);
+    g.r.v[l] = r2 * rinv;
+    g.rinv.v[l] = rinv;
+    g.cphi.v[l] = axis ? Real(1) : tx * rhoinv;
+    g.sphi.v[l] = axis ? Real(0) : ty * rhoinv;
+    g.ctheta.v[l] = zero ? Real(1) : tz * rinv;
+    g.stheta.v[l] = zero ? Real(0) : rho * rinv;
+  }
+  rotate_to_z<P>(P, g, a);
+  m2l_z_translate<P, true>(P, g.rinv, a);
+  rotate_from_z<P>(P, g, a);
+  for (int n = 0; n <= P; ++n)
+    for (int m = -n; m <= n; ++m) {
+      const int i = coefficient_index(n, m);
+      L[i] += a[i] * V(static_cast<Real>(expansion_scale(n, m)));
+    }
+}
+
+}  // namespace kfmm::detail

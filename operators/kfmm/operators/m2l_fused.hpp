@@ -1,0 +1,245 @@
+/// \file m2l_fused.hpp
+/// The fused M2L lane: target-owned CSR kernels over the far list, nothing per pair in global memory.
+///
+/// The far list is cut into chunks of at most `pairs_per_chunk` pairs of one target row
+/// (csr_chunks.hpp): short rows are one chunk, long rows several, empty rows none.
+///   - GPU backends (team kernel): one team per chunk. Thread t takes the pairs t, t + T, ... of the
+///     chunk, one pair at a time: angles, rotation to z, z-translation and rotation back of the ops
+///     building block m2l_rotation_pair<P> run in registers (compile-time order: loops unroll and the
+///     swap-block entries are immediates), and add to the thread's partial local, kept in registers
+///     or in the thread's column of team scratch (M2LAccumulator). The T partials are then summed per
+///     coefficient in thread order (fixed: deterministic) and added once to the target's local row
+///     (or, for a split row, stored in the chunk's partial block and combined in chunk order).
+///   - host backends: one thread per chunk with the partial local on the stack; W pairs at a time
+///     through the same building blocks on W-lane packs (m2l_lanes.hpp), so the compiler vectorises
+///     across pairs.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "kfmm/core/error.hpp"
+#include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/interaction_list.hpp"
+#include "kfmm/operators/csr_chunks.hpp"
+#include "kfmm/operators/m2l_csr_lanes.hpp"
+#include "kfmm/operators/m2l_csr_options.hpp"
+
+namespace kfmm::detail {
+
+/// Shared state of the fused kernels.
+template <class Mem, class CentresView, class MultipoleView, class LocalView>
+struct M2LFusedData {
+  using Real = typename LocalView::non_const_value_type;
+  Kokkos::View<const int*, Mem> targets, sources;
+  Kokkos::View<const int*, Mem> chunk_row, chunk_begin, chunk_end, chunk_partial;
+  CentresView centres;
+  MultipoleView multipoles;
+  LocalView locals;
+  Kokkos::View<Real*, Mem> partial;
+  int order;
+  int nc;
+
+  /// Adds the M2L of pair k (sources(k) -> target node t) to L (compile-time order P, -1: runtime).
+  template <int P>
+  KOKKOS_FORCEINLINE_FUNCTION void pair(int t, int k, Real* L) const {
+    const int s = sources(k);
+    const Real dx = static_cast<Real>(centres(t, 0) - centres(s, 0));
+    const Real dy = static_cast<Real>(centres(t, 1) - centres(s, 1));
+    const Real dz = static_cast<Real>(centres(t, 2) - centres(s, 2));
+    m2l_pair_dispatch<P>(order, &multipoles(s, 0), dx, dy, dz, L);
+  }
+
+  /// Coefficient i of chunk c's result: added to the target's local, or stored for a split row.
+  KOKKOS_FORCEINLINE_FUNCTION void emit(int c, int t, int i, Real value) const {
+    const int slot = chunk_partial(c);
+    if (slot >= 0) {
+      partial(slot + i) = value;
+    } else {
+      locals(t, i) += value;
+    }
+  }
+};
+
+/// Host variant: one thread per chunk. Compile-time orders go through the lanes of
+/// m2l_csr_lanes.hpp (W pairs at once, vectorised across pairs); the runtime order pair by pair.
+template <int P, class Data>
+struct M2LFusedHostKernel {
+  using Real = typename Data::Real;
+  Data d;
+  KOKKOS_INLINE_FUNCTION void operator()(int c) const {
+    const int t = d.targets(d.chunk_row(c));
+    const int k0 = d.chunk_begin(c);
+    const int k1 = d.chunk_end(c);
+    if constexpr (P >= 0) {
+      constexpr int W = m2l_host_lanes<Real>;
+      constexpr int nc = num_coefficients(P);
+      Pack<Real, W> L[nc];
+      for (int i = 0; i < nc; ++i) L[i] = Pack<Real, W>(Real(0));
+      const Real* M[W];
+      Real dx[W], dy[W], dz[W];
+      for (int k = k0; k < k1; k += W) {
+        for (int l = 0; l < W; ++l) {
+          if (k + l < k1) {
+            const int s = d.sources(k + l);
+            M[l] = &d.multipoles(s, 0);
+            dx[l] = static_cast<Real>(d.centres(t, 0) - d.centres(s, 0));
+            dy[l] = static_cast<Real>(d.centres(t, 1) - d.centres(s, 1));
+            dz[l] = static_cast<Real>(d.centres(t, 2) - d.centres(s, 2));
+          } else {  // idle lane: zero multipole, any non-degenerate displacement
+            M[l] = nullptr;
+            dx[l] = Real(1);
+            dy[l] = dz[l] = Real(0);
+          }
+        }
+        m2l_lanes<P, W>(M, dx, dy, dz, L);
+      }
+      for (int i = 0; i < nc; ++i) {  // lanes summed in a fixed order
+        Real sum = L[i].v[0];
+        for (int l = 1; l < W; ++l) sum += L[i].v[l];
+        d.emit(c, t, i, sum);
+      }
+    } else {
+      Real L[m2l_capacity<P>];
+      for (int i = 0; i < d.nc; ++i) L[i] = Real(0);
+      for (int k = k0; k < k1; ++k) d.template pair<P>(t, k, L);
+      for (int i = 0; i < d.nc; ++i) d.emit(c, t, i, L[i]);
+    }
+  }
+};
+
+/// GPU variant: one team per chunk, one pair per thread at a time (see the file comment).
+/// InRegisters: the partial local is a register array; otherwise the thread's scratch column.
+template <int P, bool InRegisters, class ExecutionSpace, class Data>
+struct M2LFusedTeamKernel {
+  using Real = typename Data::Real;
+  using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  Data d;
+  int level;   // scratch level
+  int stride;  // scratch column length: nc rounded up to an odd number (no bank conflicts)
+
+  static int column_stride(int nc) { return nc | 1; }
+  static size_t scratch_bytes(int team, int nc) {
+    return sizeof(Real) * static_cast<size_t>(team) * static_cast<size_t>(column_stride(nc)) + 64;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
+    const int c = m.league_rank();
+    const int t = d.targets(d.chunk_row(c));
+    const int k0 = d.chunk_begin(c);
+    const int k1 = d.chunk_end(c);
+    const int T = m.team_size();
+    const int tid = m.team_rank();
+    const int nc = d.nc;
+    Real* red = static_cast<Real*>(m.team_scratch(level).get_shmem_aligned(sizeof(Real) * T * stride, 16));
+    Real* mine = red + tid * stride;
+    if constexpr (InRegisters) {
+      Real L[m2l_capacity<P>];
+      KFMM_PRAGMA_UNROLL
+      for (int i = 0; i < m2l_capacity<P>; ++i) L[i] = Real(0);
+      for (int k = k0 + tid; k < k1; k += T) d.template pair<P>(t, k, L);
+      KFMM_PRAGMA_UNROLL
+      for (int i = 0; i < m2l_capacity<P>; ++i) mine[i] = L[i];
+    } else {
+      for (int i = 0; i < nc; ++i) mine[i] = Real(0);
+      for (int k = k0 + tid; k < k1; k += T) d.template pair<P>(t, k, mine);
+    }
+    m.team_barrier();
+    // fixed-order sum over the threads that had a pair
+    const int used = (k1 - k0) < T ? (k1 - k0) : T;
+    for (int i = tid; i < nc; i += T) {
+      Real sum = red[i];
+      for (int u = 1; u < used; ++u) sum += red[u * stride + i];
+      d.emit(c, t, i, sum);
+    }
+  }
+};
+
+template <class Kernel>
+using m2l_kernel_real = typename Kernel::Real;
+
+/// Runs the fused lane at compile-time order P (P = -1: runtime order).
+template <int P, class ExecutionSpace, class CentresView, class MultipoleView, class LocalView>
+void m2l_fused(const ExecutionSpace& space, int order,
+               const InteractionList<typename ExecutionSpace::memory_space>& far, const CentresView& centres,
+               const MultipoleView& multipoles, const LocalView& locals, const M2LOptions& options) {
+  using Mem = typename ExecutionSpace::memory_space;
+  using Data = M2LFusedData<Mem, CentresView, MultipoleView, LocalView>;
+  using Real = typename Data::Real;
+  constexpr bool host = is_host_execution_space<ExecutionSpace>;
+  const int nc = num_coefficients(order);
+  const bool team_kernel = !host || options.team_size > 0;
+  const int team = options.team_size > 0 ? options.team_size : (host ? 1 : 32);
+  const int per_chunk =
+      options.pairs_per_chunk > 0 ? options.pairs_per_chunk : (team_kernel ? 4 * team : 256);
+  auto block = KOKKOS_LAMBDA(int) {
+    return nc;
+  };
+  const CsrChunks<Mem> chunks = make_csr_chunks(space, far, per_chunk, block);
+  if (chunks.num_chunks == 0) return;
+
+  Data d;
+  d.targets = far.targets;
+  d.sources = far.sources;
+  d.chunk_row = chunks.chunk_row;
+  d.chunk_begin = chunks.chunk_begin;
+  d.chunk_end = chunks.chunk_end;
+  d.chunk_partial = chunks.chunk_partial;
+  d.centres = centres;
+  d.multipoles = multipoles;
+  d.locals = locals;
+  d.partial = Kokkos::View<Real*, Mem>(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::m2l::partial"), chunks.partial_size);
+  d.order = order;
+  d.nc = nc;
+
+  if (!team_kernel) {
+    Kokkos::parallel_for(
+        "kfmm::m2l::fused",
+        Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, chunks.num_chunks),
+        M2LFusedHostKernel<P, Data>{d});
+  } else {
+    // On host backends the team kernel is a test path (the GPU code run on the CPU): to bound compile
+    // time it is specialised only at p = 4 there and runs the runtime-order maths at other orders.
+    constexpr int PT = (host && P != 4) ? -1 : P;
+    require(!(options.accumulator == M2LAccumulator::registers && PT < 0),
+            "m2l: the register accumulator needs ", "an order with a compile-time specialisation (",
+            host ? "4 on host backends" : "2..10", "); order = ", order);
+    const bool fits_registers = PT >= 0 && nc * sizeof(Real) <= 256;
+    const bool in_registers = options.accumulator == M2LAccumulator::registers ||
+                              (options.accumulator == M2LAccumulator::automatic && fits_registers);
+    using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+    auto run = [&](auto kernel) {
+      using K = decltype(kernel);
+      const size_t bytes = K::scratch_bytes(team, nc);
+      kernel.level = bytes <= static_cast<size_t>(Policy::scratch_size_max(0)) ? 0 : 1;
+      kernel.stride = K::column_stride(nc);
+      require(bytes <= static_cast<size_t>(Policy::scratch_size_max(kernel.level)), "m2l: team_size = ", team,
+              " at order ", order, " needs ", bytes, " bytes of team scratch, more than the backend allows");
+      const auto scratch = Kokkos::PerTeam(bytes);
+      const int max_team = Policy(space, 1, 1)
+                               .set_scratch_size(kernel.level, scratch)
+                               .team_size_max(kernel, Kokkos::ParallelForTag());
+      require(team <= max_team, "m2l: team_size = ", team, " exceeds the backend's maximum of ", max_team,
+              " at order ", order);
+      Kokkos::parallel_for("kfmm::m2l::fused",
+                           Policy(space, chunks.num_chunks, team).set_scratch_size(kernel.level, scratch),
+                           kernel);
+    };
+    if constexpr (PT >= 0) {
+      if (in_registers) {
+        run(M2LFusedTeamKernel<PT, true, ExecutionSpace, Data>{d, 0, 0});
+      } else {
+        run(M2LFusedTeamKernel<PT, false, ExecutionSpace, Data>{d, 0, 0});
+      }
+    } else {
+      run(M2LFusedTeamKernel<PT, false, ExecutionSpace, Data>{d, 0, 0});
+    }
+  }
+
+  auto partial = d.partial;
+  auto targets = d.targets;
+  combine_split_rows(
+      space, chunks, partial, block, KOKKOS_LAMBDA(int r, int i, Real sum) { locals(targets(r), i) += sum; });
+}
+
+}  // namespace kfmm::detail

@@ -87,6 +87,7 @@ struct alignas(64) WalkNode {
   int first_child, num_children;
   int pad[2];
 };
+static_assert(sizeof(WalkNode) == 64, "one walk node record per cache line");
 }  // namespace detail
 
 /// Reusable buffers of dual_tree_walk. Lists returned by a walk with a workspace share its memory and

@@ -1,8 +1,10 @@
 /// \file octree.hpp
 /// The adaptive octree, built on the execution space from the caller's positions and masses.
 ///
-/// Construction (no host loop over particles or nodes; a handful of kernels and one host round trip):
-/// 1. bounding box and non-finite check (one reduction), 63-bit Morton keys relative to the box;
+/// Construction (no host loop over particles or nodes; about 32 + levels kernels and two host round
+/// trips, the box and the level sizes):
+/// 1. bounding box and non-finite check (one reduction, the first round trip), 63-bit Morton keys
+///    relative to the box;
 /// 2. keys sorted with the permutation (sort.hpp, the sort seam), positions and masses gathered;
 /// 3. topology from the sorted keys alone. A node is a Morton cell (level l = the top 3 l key bits)
 ///    whose parent cell holds more than leaf_size particles; a node is a leaf when it holds at most
@@ -14,7 +16,7 @@
 ///             than leaf_size particles, found as the sliding maximum over the windows of leaf_size + 1
 ///             consecutive keys that contain i of their common level (van Herk / Gil-Werman blocks);
 ///    then (l, i) starts a node exactly when d(i) <= l <= L(i). One reduction counts the nodes per
-///    level (the host round trip: it sizes the arrays), one parallel_scan with a per-level counter
+///    level (the second round trip: it sizes the arrays), one parallel_scan with a per-level counter
 ///    vector numbers them level by level in Morton order (BFS ids, root 0) and writes every field;
 /// 4. centres, radii and masses bottom-up (node_moments.hpp), one kernel per level.
 /// The result depends only on the inputs, never on the backend or the thread count.

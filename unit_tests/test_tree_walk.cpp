@@ -237,3 +237,65 @@ TEST_CASE("walk lists are identical on Serial and OpenMP", "[tree][walk]") {
   }
 }
 #endif
+
+namespace {
+
+/// Host "Barnes-Hut through the lists": near pairs directly, far pairs of every ancestor of a particle's
+/// leaf as monopoles at the node centres. Returns the rms relative acceleration error against the
+/// direct sum; it must shrink with theta (the monopole error is O(theta^2) about centres of mass).
+double monopole_error(const Input& in, double theta) {
+  kfmm_tree_test::DeviceInput<Kokkos::DefaultHostExecutionSpace, double> d(in);
+  const auto tree = kfmm::build_octree(Kokkos::DefaultHostExecutionSpace(), d.positions, d.masses, 8);
+  const auto lists =
+      kfmm::dual_tree_walk(Kokkos::DefaultHostExecutionSpace(), tree, kfmm::WalkOptions{theta});
+  const HostTree<double> t(tree);
+  const HostList far(lists.far), near(lists.near);
+  std::vector<int> far_row(t.num_nodes, -1), near_row(t.num_nodes, -1), leaf_of(t.n);
+  for (size_t r = 0; r < far.targets.size(); ++r) far_row[far.targets[r]] = static_cast<int>(r);
+  for (size_t r = 0; r < near.targets.size(); ++r) near_row[near.targets[r]] = static_cast<int>(r);
+  for (int leaf : t.leaves)
+    for (int i = t.begin[leaf]; i < t.end[leaf]; ++i) leaf_of[i] = leaf;
+  double num = 0, den = 0;
+  for (int i = 0; i < t.n; ++i) {
+    const double* xi = &t.positions[3 * i];
+    double a[3] = {0, 0, 0}, ref[3] = {0, 0, 0};
+    auto add = [&](double* acc, const double* x, double m) {
+      const double dx = xi[0] - x[0], dy = xi[1] - x[1], dz = xi[2] - x[2];
+      const double r2 = dx * dx + dy * dy + dz * dz;
+      if (r2 == 0) return;
+      const double f = m / (r2 * std::sqrt(r2));
+      acc[0] -= f * dx;
+      acc[1] -= f * dy;
+      acc[2] -= f * dz;
+    };
+    for (int j = 0; j < t.n; ++j) add(ref, &t.positions[3 * j], t.masses[j]);
+    const int r = near_row[leaf_of[i]];
+    for (int k = near.offsets[r]; k < near.offsets[r + 1]; ++k)
+      for (int j = t.begin[near.sources[k]]; j < t.end[near.sources[k]]; ++j)
+        add(a, &t.positions[3 * j], t.masses[j]);
+    for (int anc = leaf_of[i]; anc >= 0; anc = t.parent[anc]) {
+      if (far_row[anc] < 0) continue;
+      for (int k = far.offsets[far_row[anc]]; k < far.offsets[far_row[anc] + 1]; ++k) {
+        const int s = far.sources[k];
+        add(a, &t.centres[3 * s], t.node_masses[s]);
+      }
+    }
+    for (int c = 0; c < 3; ++c) {
+      num += (a[c] - ref[c]) * (a[c] - ref[c]);
+      den += ref[c] * ref[c];
+    }
+  }
+  return std::sqrt(num / den);
+}
+
+}  // namespace
+
+TEST_CASE("monopoles through the walk lists approximate the direct sum", "[tree][walk]") {
+  const auto in = kfmm_tree_test::make_input("plummer", 2000, 31);
+  const double e3 = monopole_error(in, 0.3), e5 = monopole_error(in, 0.5), e8 = monopole_error(in, 0.8);
+  INFO("rms relative error: theta 0.3 " << e3 << ", 0.5 " << e5 << ", 0.8 " << e8);
+  REQUIRE(e3 < 5e-3);
+  REQUIRE(e3 < e5);
+  REQUIRE(e5 < e8);
+  REQUIRE(e8 < 0.1);
+}

@@ -51,9 +51,10 @@ struct Pack {
   }
 };
 
-/// Lanes per pack on the host: 8 (two SSE / one AVX register of floats, one AVX-512 of doubles).
+/// Lanes per pack on the host: 16 (measured best for float and double, SSE2 and AVX-512 builds alike:
+/// enough independent work to hide latencies; docs/kernels.md).
 template <class Real>
-inline constexpr int m2l_host_lanes = 8;
+inline constexpr int m2l_host_lanes = 16;
 
 /// Adds to L the M2L of W pairs: lane l translates the multipole at M[l] (null: an idle lane that
 /// contributes zero) by the displacement (dx[l], dy[l], dz[l]) = target - source. Compile-time order

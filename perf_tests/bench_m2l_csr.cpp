@@ -1,0 +1,139 @@
+// M2L over a CSR far list: the fused and baseline lanes side by side, ns per pair.
+//
+// The seed's microbenchmark (jaccpot bench/m2l_csr_microbench.py), extended: 12,500 nodes uniform in
+// [-1, 1]^3, random multipoles, random directed pairs with |delta| >= 0.3 grouped by target (CSR),
+// 1M and 6M pairs (--tiny: 4096), orders 2, 4, 6, 8, float and double, both lanes in the same run.
+// Each iteration is one kfmm::m2l call (locals accumulate; the time does not depend on their values).
+//
+//   bench_m2l_csr --benchmark_out=m2l.json --benchmark_out_format=json
+//   bench_m2l_csr --benchmark_filter='m2l/fp32/.*/pairs:1000000/p:4'
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark_common.hpp"
+#include "kfmm/operators/m2l.hpp"
+
+namespace {
+
+using Space = Kokkos::DefaultExecutionSpace;
+using Mem = Space::memory_space;
+
+constexpr int kNodes = 12500;
+
+struct Host {
+  std::vector<double> centres;
+  std::vector<int> targets, offsets, sources;
+};
+
+// Nodes uniform in [-1,1]^3; `pairs` random directed pairs with |delta| >= 0.3, grouped by target.
+const Host& host_problem(long long pairs) {
+  static std::map<long long, Host> cache;
+  auto it = cache.find(pairs);
+  if (it != cache.end()) return it->second;
+  Host h;
+  std::mt19937_64 gen(42);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  h.centres.resize(3 * kNodes);
+  for (auto& c : h.centres) c = u(gen);
+  std::vector<int> t(pairs), s(pairs);
+  std::uniform_int_distribution<int> node(0, kNodes - 1);
+  for (long long k = 0; k < pairs; ++k) {
+    int a, b;
+    double d2;
+    do {
+      a = node(gen);
+      b = node(gen);
+      d2 = 0;
+      for (int c = 0; c < 3; ++c)
+        d2 += (h.centres[3 * a + c] - h.centres[3 * b + c]) * (h.centres[3 * a + c] - h.centres[3 * b + c]);
+    } while (d2 < 0.09);
+    t[k] = a;
+    s[k] = b;
+  }
+  // counting sort by target; rows for every node that has pairs
+  std::vector<int> count(kNodes + 1, 0);
+  for (long long k = 0; k < pairs; ++k) ++count[t[k] + 1];
+  for (int i = 0; i < kNodes; ++i) count[i + 1] += count[i];
+  std::vector<int> sorted(pairs), fill(count.begin(), count.end() - 1);
+  for (long long k = 0; k < pairs; ++k) sorted[fill[t[k]]++] = s[k];
+  h.offsets.push_back(0);
+  for (int i = 0; i < kNodes; ++i) {
+    if (count[i + 1] == count[i]) continue;
+    h.targets.push_back(i);
+    h.offsets.push_back(count[i + 1]);
+  }
+  h.sources = std::move(sorted);
+  return cache.emplace(pairs, std::move(h)).first->second;
+}
+
+Kokkos::View<int*, Mem> device_ints(const std::vector<int>& v, const std::string& label) {
+  Kokkos::View<int*, Mem> d(label, v.size());
+  auto h = Kokkos::create_mirror_view(d);
+  std::copy(v.begin(), v.end(), h.data());
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+template <class Real>
+void bm_m2l(benchmark::State& state, kfmm::M2LLane lane) {
+  // --tiny: 4096 and 8192 pairs instead of 1M and 6M
+  const long long pairs = kfmm_bench::tiny() ? (state.range(0) > 1000000 ? 8192 : 4096) : state.range(0);
+  const int order = static_cast<int>(state.range(1));
+  const int nc = kfmm::num_coefficients(order);
+  const Host& h = host_problem(pairs);
+  Space space;
+  kfmm::InteractionList<Mem> list;
+  list.targets = device_ints(h.targets, "targets");
+  list.offsets = device_ints(h.offsets, "offsets");
+  list.sources = device_ints(h.sources, "sources");
+  Kokkos::View<Real* [3], Mem> centres("centres", kNodes);
+  kfmm::ExpansionView<Real, Mem> multipoles("multipoles", kNodes, nc), locals("locals", kNodes, nc);
+  {
+    auto hc = Kokkos::create_mirror_view(centres);
+    auto hm = Kokkos::create_mirror_view(multipoles);
+    std::mt19937 gen(7);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (int i = 0; i < kNodes; ++i) {
+      for (int c = 0; c < 3; ++c) hc(i, c) = static_cast<Real>(h.centres[3 * i + c]);
+      for (int j = 0; j < nc; ++j) hm(i, j) = static_cast<Real>(u(gen));
+    }
+    Kokkos::deep_copy(centres, hc);
+    Kokkos::deep_copy(multipoles, hm);
+  }
+  kfmm::M2LOptions options;
+  options.lane = lane;
+  const double t = kfmm_bench::time_fenced(
+      state, space, [&] { kfmm::m2l(space, order, list, centres, multipoles, locals, options); });
+  kfmm_bench::report_pairs(state, t, static_cast<double>(pairs));
+  state.counters["order"] = order;
+  state.counters["rows"] = static_cast<double>(h.targets.size());
+  state.SetLabel(std::string(kfmm::to_string(lane)) + (sizeof(Real) == 4 ? " fp32" : " fp64"));
+}
+
+// Registration: for each precision, size and order the fused lane and then the baseline lane, so the
+// two appear side by side in the output.
+const bool registered = [] {
+  for (int precision = 0; precision < 2; ++precision)
+    for (long long pairs : {1000000LL, 6000000LL})
+      for (int p : {2, 4, 6, 8})
+        for (kfmm::M2LLane lane : {kfmm::M2LLane::fused, kfmm::M2LLane::baseline}) {
+          const std::string name =
+              std::string("m2l/") + (precision == 0 ? "fp32/" : "fp64/") + kfmm::to_string(lane);
+          auto* b = precision == 0
+                        ? benchmark::RegisterBenchmark(
+                              name.c_str(), [lane](benchmark::State& s) { bm_m2l<float>(s, lane); })
+                        : benchmark::RegisterBenchmark(
+                              name.c_str(), [lane](benchmark::State& s) { bm_m2l<double>(s, lane); });
+          b->ArgNames({"pairs", "p"})->Args({pairs, p})->UseManualTime()->Unit(benchmark::kMillisecond);
+        }
+  return true;
+}();
+
+}  // namespace
+
+KFMM_BENCHMARK_MAIN();

@@ -1,0 +1,243 @@
+// P2P near field on Plummer leaf lists: interactions per second (leaf 16, 32, 64; float, float with
+// double accumulation, double), and the O(N^2) direct sum for comparison.
+//
+// The leaf lists are built here (benchmark-local, not library code): Plummer points sorted by a
+// 63-bit Morton key, consecutive runs of `leaf` points cut into leaves, and leaf B in the near row of
+// leaf A when their bounding spheres are not well separated, r_A + r_B > theta |c_A - c_B| with
+// theta = 0.6 (what a dual-tree walk with that opening angle leaves to the near field). Each row
+// holds the self pair once. "interactions" counts the evaluated (i, j) pairs, i != j.
+//
+//   bench_p2p --benchmark_out=p2p.json --benchmark_out_format=json
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark_common.hpp"
+#include "kfmm/operators/direct_sum.hpp"
+#include "kfmm/operators/p2p.hpp"
+
+namespace {
+
+using Space = Kokkos::DefaultExecutionSpace;
+using Mem = Space::memory_space;
+
+struct Problem {
+  std::vector<double> x;  // 3 per particle, Morton-sorted
+  std::vector<double> m;
+  std::vector<int> ranges, targets, offsets, sources;
+  double interactions = 0;
+};
+
+std::uint64_t spread_bits(std::uint64_t v) {  // 21 bits -> every third bit
+  v &= 0x1fffff;
+  v = (v | v << 32) & 0x1f00000000ffffULL;
+  v = (v | v << 16) & 0x1f0000ff0000ffULL;
+  v = (v | v << 8) & 0x100f00f00f00f00fULL;
+  v = (v | v << 4) & 0x10c30c30c30c30c3ULL;
+  v = (v | v << 2) & 0x1249249249249249ULL;
+  return v;
+}
+
+// Plummer sphere (scale radius 1, cut at r <= 20), equal masses 1/N.
+std::vector<double> plummer(int n, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> x(3 * n);
+  for (int i = 0; i < n; ++i) {
+    double r;
+    do {
+      r = 1.0 / std::sqrt(std::pow(u(gen), -2.0 / 3.0) - 1.0);
+    } while (!(r <= 20.0));
+    const double z = 2 * u(gen) - 1, phi = 2 * M_PI * u(gen), s = std::sqrt(1 - z * z);
+    x[3 * i] = r * s * std::cos(phi);
+    x[3 * i + 1] = r * s * std::sin(phi);
+    x[3 * i + 2] = r * z;
+  }
+  return x;
+}
+
+const Problem& problem(int n, int leaf) {
+  static std::map<std::pair<int, int>, Problem> cache;
+  auto it = cache.find({n, leaf});
+  if (it != cache.end()) return it->second;
+  const std::vector<double> raw = plummer(n, 1);
+  double lo[3] = {1e300, 1e300, 1e300}, hi[3] = {-1e300, -1e300, -1e300};
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < 3; ++c) {
+      lo[c] = std::min(lo[c], raw[3 * i + c]);
+      hi[c] = std::max(hi[c], raw[3 * i + c]);
+    }
+  double extent = 0;
+  for (int c = 0; c < 3; ++c) extent = std::max(extent, hi[c] - lo[c]);
+  std::vector<std::uint64_t> key(n);
+  for (int i = 0; i < n; ++i) {
+    std::uint64_t k = 0;
+    for (int c = 0; c < 3; ++c) {
+      const auto q = static_cast<std::uint64_t>((raw[3 * i + c] - lo[c]) / extent * 2097151.0);
+      k |= spread_bits(q) << c;
+    }
+    key[i] = k;
+  }
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return key[a] < key[b]; });
+  Problem p;
+  p.x.resize(3 * n);
+  p.m.assign(n, 1.0 / n);
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < 3; ++c) p.x[3 * i + c] = raw[3 * order[i] + c];
+  const int leaves = (n + leaf - 1) / leaf;
+  std::vector<double> centre(3 * leaves), radius(leaves);
+  for (int a = 0; a < leaves; ++a) {
+    const int b = a * leaf, e = std::min(n, b + leaf);
+    p.ranges.push_back(b);
+    p.ranges.push_back(e);
+    double l[3] = {1e300, 1e300, 1e300}, h[3] = {-1e300, -1e300, -1e300};
+    for (int i = b; i < e; ++i)
+      for (int c = 0; c < 3; ++c) {
+        l[c] = std::min(l[c], p.x[3 * i + c]);
+        h[c] = std::max(h[c], p.x[3 * i + c]);
+      }
+    double r2 = 0;
+    for (int c = 0; c < 3; ++c) centre[3 * a + c] = 0.5 * (l[c] + h[c]);
+    for (int i = b; i < e; ++i) {
+      double d2 = 0;
+      for (int c = 0; c < 3; ++c)
+        d2 += (p.x[3 * i + c] - centre[3 * a + c]) * (p.x[3 * i + c] - centre[3 * a + c]);
+      r2 = std::max(r2, d2);
+    }
+    radius[a] = std::sqrt(r2);
+  }
+  const double theta = 0.6;
+  p.offsets.push_back(0);
+  for (int a = 0; a < leaves; ++a) {
+    const int na = p.ranges[2 * a + 1] - p.ranges[2 * a];
+    for (int b = 0; b < leaves; ++b) {
+      double d2 = 0;
+      for (int c = 0; c < 3; ++c)
+        d2 += (centre[3 * a + c] - centre[3 * b + c]) * (centre[3 * a + c] - centre[3 * b + c]);
+      const double s = radius[a] + radius[b];
+      if (a == b || s * s > theta * theta * d2) {
+        p.sources.push_back(b);
+        const int nb = p.ranges[2 * b + 1] - p.ranges[2 * b];
+        p.interactions += static_cast<double>(na) * (a == b ? na - 1 : nb);
+      }
+    }
+    p.targets.push_back(a);
+    p.offsets.push_back(static_cast<int>(p.sources.size()));
+  }
+  return cache.emplace(std::make_pair(n, leaf), std::move(p)).first->second;
+}
+
+Kokkos::View<int*, Mem> device_ints(const std::vector<int>& v, const std::string& label) {
+  Kokkos::View<int*, Mem> d(label, v.size());
+  auto h = Kokkos::create_mirror_view(d);
+  std::copy(v.begin(), v.end(), h.data());
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+template <class Real>
+struct Particles {
+  Kokkos::View<Real*[3], Mem> x, a;
+  Kokkos::View<Real*, Mem> m, phi;
+};
+
+template <class Real>
+Particles<Real> upload(const Problem& p) {
+  const int n = static_cast<int>(p.m.size());
+  Particles<Real> d{Kokkos::View<Real* [3], Mem>("x", n), Kokkos::View<Real* [3], Mem>("a", n),
+                    Kokkos::View<Real*, Mem>("m", n), Kokkos::View<Real*, Mem>("phi", n)};
+  auto hx = Kokkos::create_mirror_view(d.x);
+  auto hm = Kokkos::create_mirror_view(d.m);
+  for (int i = 0; i < n; ++i) {
+    for (int c = 0; c < 3; ++c) hx(i, c) = static_cast<Real>(p.x[3 * i + c]);
+    hm(i) = static_cast<Real>(p.m[i]);
+  }
+  Kokkos::deep_copy(d.x, hx);
+  Kokkos::deep_copy(d.m, hm);
+  return d;
+}
+
+int particles() {
+  return kfmm_bench::tiny() ? 4096 : 1 << 18;
+}
+
+template <class Real>
+void bm_p2p(benchmark::State& state, bool accumulate_in_double) {
+  const int leaf = static_cast<int>(state.range(0));
+  const Problem& p = problem(particles(), leaf);
+  Space space;
+  kfmm::InteractionList<Mem> list;
+  list.targets = device_ints(p.targets, "targets");
+  list.offsets = device_ints(p.offsets, "offsets");
+  list.sources = device_ints(p.sources, "sources");
+  Kokkos::View<int* [2], Mem> ranges("ranges", p.ranges.size() / 2);
+  {
+    auto h = Kokkos::create_mirror_view(ranges);
+    for (size_t i = 0; i < p.ranges.size() / 2; ++i) {
+      h(i, 0) = p.ranges[2 * i];
+      h(i, 1) = p.ranges[2 * i + 1];
+    }
+    Kokkos::deep_copy(ranges, h);
+  }
+  auto d = upload<Real>(p);
+  kfmm::P2POptions options;
+  options.accumulate_in_double = accumulate_in_double;
+  const double t = kfmm_bench::time_fenced(
+      state, space, [&] { kfmm::p2p(space, list, ranges, d.x, d.m, 1.0, 1e-3, d.a, d.phi, options); });
+  kfmm_bench::report_pairs(state, t, p.interactions);
+  state.counters["interactions_per_second"] = p.interactions / t;
+  state.counters["near_pairs_per_particle"] = p.interactions / static_cast<double>(p.m.size());
+  state.counters["leaves"] = static_cast<double>(p.targets.size());
+}
+
+template <class Real>
+void bm_direct(benchmark::State& state) {
+  const int n = kfmm_bench::tiny() ? 2048 : 32768;
+  const Problem& p = problem(n, 64);
+  Space space;
+  auto d = upload<Real>(p);
+  Kokkos::View<double* [3], Mem> a("a", n);
+  Kokkos::View<double*, Mem> phi("phi", n);
+  const double t =
+      kfmm_bench::time_fenced(state, space, [&] { kfmm::direct_sum(space, d.x, d.m, 1.0, 1e-3, a, phi); });
+  const double pairs = static_cast<double>(n) * (n - 1);
+  kfmm_bench::report_pairs(state, t, pairs);
+  state.counters["interactions_per_second"] = pairs / t;
+}
+
+void leaves(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"leaf"});
+  for (int leaf : {16, 32, 64}) b->Args({leaf});
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
+void p2p_fp32(benchmark::State& state) {
+  bm_p2p<float>(state, false);
+}
+void p2p_fp32_accumulate_fp64(benchmark::State& state) {
+  bm_p2p<float>(state, true);
+}
+void p2p_fp64(benchmark::State& state) {
+  bm_p2p<double>(state, false);
+}
+void direct_sum_fp32_inputs(benchmark::State& state) {
+  bm_direct<float>(state);
+}
+
+BENCHMARK(p2p_fp32)->Apply(leaves);
+BENCHMARK(p2p_fp32_accumulate_fp64)->Apply(leaves);
+BENCHMARK(p2p_fp64)->Apply(leaves);
+BENCHMARK(direct_sum_fp32_inputs)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+KFMM_BENCHMARK_MAIN();

@@ -88,7 +88,8 @@ struct DirectSumKernel {
     const int k = m.league_rank() * T + m.team_rank();
     const bool active = k < n_targets;
     const int i = active ? target(k) : 0;
-    double* buf = static_cast<double*>(m.team_shmem().get_shmem_aligned(4 * sizeof(double) * T, 16));
+    auto* buf = static_cast<P2PSource<double>*>(
+        m.team_shmem().get_shmem_aligned(sizeof(P2PSource<double>) * T, alignof(P2PSource<double>)));
     const double xi = n_sources > 0 ? static_cast<double>(positions(i, 0)) : 0.0;
     const double yi = n_sources > 0 ? static_cast<double>(positions(i, 1)) : 0.0;
     const double zi = n_sources > 0 ? static_cast<double>(positions(i, 2)) : 0.0;
@@ -97,10 +98,12 @@ struct DirectSumKernel {
       const int take = (n_sources - base) < T ? (n_sources - base) : T;
       const int q = m.team_rank();
       if (q < take) {
-        buf[4 * q + 0] = static_cast<double>(positions(base + q, 0));
-        buf[4 * q + 1] = static_cast<double>(positions(base + q, 1));
-        buf[4 * q + 2] = static_cast<double>(positions(base + q, 2));
-        buf[4 * q + 3] = static_cast<double>(masses(base + q));
+        P2PSource<double> b;
+        b.x = static_cast<double>(positions(base + q, 0));
+        b.y = static_cast<double>(positions(base + q, 1));
+        b.z = static_cast<double>(positions(base + q, 2));
+        b.m = static_cast<double>(masses(base + q));
+        buf[q] = b;
       }
       m.team_barrier();
       if (active) {
@@ -134,7 +137,7 @@ void direct_sum_impl(const ExecutionSpace& space, const PosView& positions, cons
     } else {
       const int team = team_size > 0 ? team_size : 128;
       using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-      const auto scratch = Kokkos::PerTeam(4 * sizeof(double) * team + 64);
+      const auto scratch = Kokkos::PerTeam(sizeof(P2PSource<double>) * team + 64);
       const int max_team =
           Policy(space, 1, 1).set_scratch_size(0, scratch).team_size_max(kernel, Kokkos::ParallelForTag());
       require(team <= max_team, "direct_sum: team size ", team, " exceeds the backend's maximum of ",

@@ -73,19 +73,24 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_pair(Real dx, Real dy, Real dz, Real mass, 
   az += dz * mr3;
 }
 
-/// One target against a block of sources (device building block). `xyzm` holds sources as packed
-/// (x, y, z, m) quadruples; sources begin, begin+step, ... < end are taken, except `masked` (the
-/// target itself in a self pass; -1 for none), which is excluded before the reciprocal square root.
-/// Adds the unscaled sums (see p2p_pair) to ax, ay, az, phi.
+/// A source particle as the P2P tiles hold it: position and mass packed and aligned to their size, so
+/// a GPU thread reads one with a single 128-bit shared-memory load (float; two for double).
+template <class Real>
+struct alignas(4 * sizeof(Real)) P2PSource {
+  Real x, y, z, m;
+};
+
+/// One target against a block of sources (device building block): sources begin, begin+step, ...
+/// < end of `sources` are taken, except `masked` (the target itself in a self pass; -1 for none),
+/// which is excluded before the reciprocal square root. Adds the unscaled sums (see p2p_pair) to ax,
+/// ay, az, phi.
 template <bool GuardZero, bool Masked, class Real>
-KOKKOS_INLINE_FUNCTION void p2p_target_vs_sources(Real xi, Real yi, Real zi, const Real* xyzm, int begin,
-                                                  int end, int step, Real eps2, int masked, Real& ax,
-                                                  Real& ay, Real& az, Real& phi) {
+KOKKOS_INLINE_FUNCTION void p2p_target_vs_sources(Real xi, Real yi, Real zi, const P2PSource<Real>* sources,
+                                                  int begin, int end, int step, Real eps2, int masked,
+                                                  Real& ax, Real& ay, Real& az, Real& phi) {
   for (int j = begin; j < end; j += step) {
-    const Real dx = xyzm[4 * j + 0] - xi;
-    const Real dy = xyzm[4 * j + 1] - yi;
-    const Real dz = xyzm[4 * j + 2] - zi;
-    Real mj = xyzm[4 * j + 3];
+    const P2PSource<Real> b = sources[j];
+    Real mj = b.m;
     Real e2 = eps2;
     if constexpr (Masked) {
       // i == j: dx = dy = dz = 0; a unit r^2 and a zero mass make the term exactly zero.
@@ -93,7 +98,7 @@ KOKKOS_INLINE_FUNCTION void p2p_target_vs_sources(Real xi, Real yi, Real zi, con
       mj = self ? Real(0) : mj;
       e2 = self ? Real(1) : e2;
     }
-    p2p_pair<GuardZero>(dx, dy, dz, mj, e2, ax, ay, az, phi);
+    p2p_pair<GuardZero>(b.x - xi, b.y - yi, b.z - zi, mj, e2, ax, ay, az, phi);
   }
 }
 
@@ -222,16 +227,19 @@ struct P2PTeamKernel {
   int tile;  // source particles per tile
 
   static size_t scratch_bytes(int team_size, int tile) {
-    return 4 * sizeof(Real) * static_cast<size_t>(tile) + 4 * sizeof(Acc) * static_cast<size_t>(team_size) +
-           64;
+    return sizeof(P2PSource<Real>) * static_cast<size_t>(tile) +
+           4 * sizeof(Acc) * static_cast<size_t>(team_size) + 64;
   }
 
-  KOKKOS_INLINE_FUNCTION void load(const Member& m, Real* buf, int at, int first, int count) const {
+  KOKKOS_INLINE_FUNCTION void load(const Member& m, P2PSource<Real>* buf, int at, int first,
+                                   int count) const {
     for (int q = m.team_rank(); q < count; q += m.team_size()) {
-      buf[4 * (at + q) + 0] = static_cast<Real>(d.positions(first + q, 0));
-      buf[4 * (at + q) + 1] = static_cast<Real>(d.positions(first + q, 1));
-      buf[4 * (at + q) + 2] = static_cast<Real>(d.positions(first + q, 2));
-      buf[4 * (at + q) + 3] = static_cast<Real>(d.masses(first + q));
+      P2PSource<Real> b;
+      b.x = static_cast<Real>(d.positions(first + q, 0));
+      b.y = static_cast<Real>(d.positions(first + q, 1));
+      b.z = static_cast<Real>(d.positions(first + q, 2));
+      b.m = static_cast<Real>(d.masses(first + q));
+      buf[at + q] = b;
     }
   }
 
@@ -246,7 +254,8 @@ struct P2PTeamKernel {
     if (nt <= 0) return;
     const int T = m.team_size();
     const int tid = m.team_rank();
-    Real* buf = static_cast<Real*>(m.team_shmem().get_shmem_aligned(4 * sizeof(Real) * tile, 16));
+    auto* buf = static_cast<P2PSource<Real>*>(
+        m.team_shmem().get_shmem_aligned(sizeof(P2PSource<Real>) * tile, alignof(P2PSource<Real>)));
     Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * sizeof(Acc) * T, 16));
     const int nb = nt < T ? nt : T;  // targets per block
     const int S = T / nb;            // slices: threads sharing one target

@@ -80,7 +80,7 @@ Kokkos::View<int*, Mem> device_ints(const std::vector<int>& v, const std::string
 }
 
 template <class Real>
-void bm_m2l(benchmark::State& state, kfmm::M2LLane lane) {
+void bm_m2l(benchmark::State& state, kfmm::M2LLane lane, bool kokkos_kernels = false) {
   // --tiny: 4096 and 8192 pairs instead of 1M and 6M
   const long long pairs = kfmm_bench::tiny() ? (state.range(0) > 1000000 ? 8192 : 4096) : state.range(0);
   const int order = static_cast<int>(state.range(1));
@@ -107,12 +107,15 @@ void bm_m2l(benchmark::State& state, kfmm::M2LLane lane) {
   }
   kfmm::M2LOptions options;
   options.lane = lane;
+  options.baseline_kokkos_kernels = kokkos_kernels;
   const double t = kfmm_bench::time_fenced(
       state, space, [&] { kfmm::m2l(space, order, list, centres, multipoles, locals, options); });
   kfmm_bench::report_pairs(state, t, static_cast<double>(pairs));
   state.counters["order"] = order;
   state.counters["rows"] = static_cast<double>(h.targets.size());
-  state.SetLabel(std::string(kfmm::to_string(lane)) + (sizeof(Real) == 4 ? " fp32" : " fp64"));
+  state.SetLabel(std::string(kfmm::to_string(lane)) +
+                 (kokkos_kernels ? " (Kokkos Kernels z-translation)" : "") +
+                 (sizeof(Real) == 4 ? " fp32" : " fp64"));
 }
 
 // Registration: for each precision, size and order the fused lane and then the baseline lane, so the
@@ -131,6 +134,17 @@ const bool registered = [] {
                               name.c_str(), [lane](benchmark::State& s) { bm_m2l<double>(s, lane); });
           b->ArgNames({"pairs", "p"})->Args({pairs, p})->UseManualTime()->Unit(benchmark::kMillisecond);
         }
+#if defined(KFMM_HAVE_KOKKOSKERNELS)
+  // the baseline with its z-translation as one SerialGemm per pair (runtime-order maths)
+  for (int p : {4, 8}) {
+    benchmark::RegisterBenchmark("m2l/fp32/baseline_kokkos_kernels",
+                                 [](benchmark::State& s) { bm_m2l<float>(s, kfmm::M2LLane::baseline, true); })
+        ->ArgNames({"pairs", "p"})
+        ->Args({1000000, p})
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+#endif
   return true;
 }();
 

@@ -192,12 +192,17 @@ void m2l_fused(const ExecutionSpace& space, int order,
   d.order = order;
   d.nc = nc;
 
-  if (!team_kernel) {
-    Kokkos::parallel_for(
-        "kfmm::m2l::fused",
-        Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, chunks.num_chunks),
-        M2LFusedHostKernel<P, Data>{d});
-  } else {
+  bool done = false;
+  if constexpr (host) {  // the host kernel is never instantiated for device backends
+    if (!team_kernel) {
+      Kokkos::parallel_for(
+          "kfmm::m2l::fused",
+          Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, chunks.num_chunks),
+          M2LFusedHostKernel<P, Data>{d});
+      done = true;
+    }
+  }
+  if (!done) {
     // On host backends the team kernel is a test path (the GPU code run on the CPU): to bound compile
     // time it is specialised only at p = 4 there and runs the runtime-order maths at other orders.
     constexpr int PT = (host && P != 4) ? -1 : P;

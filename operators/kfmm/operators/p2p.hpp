@@ -378,16 +378,21 @@ void p2p_impl(const ExecutionSpace& space,
   d.eps2 = static_cast<Real>(softening * softening);
   const bool guard = !(d.eps2 > Real(0));
 
-  if (host && options.team_size == 0) {
-    using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
-    if (guard) {
-      Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.num_chunks),
-                           P2PHostKernel<true, Data, Real, Acc>{d});
-    } else {
-      Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.num_chunks),
-                           P2PHostKernel<false, Data, Real, Acc>{d});
+  bool done = false;
+  if constexpr (host) {  // the host kernel is never instantiated for device backends
+    if (options.team_size == 0) {
+      using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+      if (guard) {
+        Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.num_chunks),
+                             P2PHostKernel<true, Data, Real, Acc>{d});
+      } else {
+        Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.num_chunks),
+                             P2PHostKernel<false, Data, Real, Acc>{d});
+      }
+      done = true;
     }
-  } else {
+  }
+  if (!done) {
     using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
     const int team = options.team_size > 0 ? options.team_size : 64;
     const int tile = 2 * team;

@@ -206,6 +206,17 @@ double worst_relative_error(const LocalView& locals, const std::vector<long doub
   return worst;
 }
 
+// The same measure between two computed results (fused against baseline).
+template <class LocalView>
+double worst_relative_difference(const LocalView& a, const LocalView& b,
+                                 const std::vector<long double>& magnitude, int order) {
+  auto hb = kfmm_test::to_host(b);
+  std::vector<long double> ref(hb.size());
+  for (size_t t = 0; t < hb.extent(0); ++t)
+    for (size_t i = 0; i < hb.extent(1); ++i) ref[t * hb.extent(1) + i] = hb(t, i);
+  return worst_relative_error(a, ref, magnitude, order);
+}
+
 template <class View>
 bool bitwise_equal(const View& a, const View& b) {
   auto ha = kfmm_test::to_host(a);
@@ -279,6 +290,13 @@ void check_against_naive(int order, int nodes, double tolerance) {
   const auto v = variants(space, order);
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i].first == "baseline") CHECK(bitwise_equal(d.locals, results[i]));
+  // fused == baseline, directly
+  for (size_t i = 0; i < v.size(); ++i)
+    for (size_t j = 0; j < v.size(); ++j)
+      if (v[i].first == "fused" && v[j].first == "baseline") {
+        INFO("order " << order << ": fused against baseline");
+        CHECK(worst_relative_difference(results[i], results[j], magnitude, order) < tolerance);
+      }
 }
 
 template <class Real, class Space>

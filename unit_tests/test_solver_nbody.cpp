@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "backends.hpp"
@@ -61,20 +62,22 @@ kfmm::HostParticles kepler() {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("Leapfrog is second order and time reversible on a Kepler orbit", "[solver][nbody]",
-                        kfmm_test::ExecutionSpaces) {
-  using Space = TestType;
+// The convergence order on the first backend (Serial when enabled: thousands of tiny kernels), the
+// kernels themselves on every backend below.
+TEST_CASE("Leapfrog is second order and time reversible on a Kepler orbit", "[solver][nbody]") {
+  using Space = std::tuple_element_t<0, kfmm_test::ExecutionSpaces>;
   const double period = 2 * 3.14159265358979323846;
   double errors[2];
   for (int k = 0; k < 2; ++k) {
-    const int steps = 400 << k;
+    const int steps = 200 << k;
     DeviceSystem<Space> s(kepler(), 1.0, 0.0);
     const kfmm::Diagnostics d0 = s.diagnostics();
     CHECK(d0.total == Catch::Approx(-0.5 * 0.7 * 0.3 / 1.0).epsilon(1e-12));  // E = -G m1 m2 / (2a)
     double worst = 0;
     for (int i = 0; i < steps; ++i) {
       s.step(period / steps);
-      worst = std::max(worst, std::fabs(s.diagnostics().total - d0.total) / std::fabs(d0.total));
+      if (i % (4 << k) == 0)
+        worst = std::max(worst, std::fabs(s.diagnostics().total - d0.total) / std::fabs(d0.total));
     }
     const kfmm::Diagnostics d = s.diagnostics();
     errors[k] = worst;
@@ -85,7 +88,7 @@ TEMPLATE_LIST_TEST_CASE("Leapfrog is second order and time reversible on a Keple
     }
     // After one period the orbit closes (phase error O(dt^2)).
     auto x = kfmm_test::to_host(s.x);
-    CHECK(std::fabs(x(1, 0) - 0.7 * 0.5) < 2e-2 / (1 << (2 * k)));
+    CHECK(std::fabs(x(1, 0) - 0.7 * 0.5) < 8e-2 / (1 << (2 * k)));
   }
   INFO("worst energy errors " << errors[0] << " " << errors[1]);
   CHECK(errors[0] < 1e-2);
@@ -96,17 +99,40 @@ TEMPLATE_LIST_TEST_CASE("Leapfrog is second order and time reversible on a Keple
   // Time reversibility: forward n steps, flip velocities, n steps back.
   DeviceSystem<Space> s(kepler(), 1.0, 0.0);
   auto x0 = kfmm_test::to_host(s.x);
-  for (int i = 0; i < 300; ++i) s.step(0.01);
+  for (int i = 0; i < 100; ++i) s.step(0.02);
   auto v = s.v;
   Kokkos::parallel_for(
       Kokkos::RangePolicy<Space>(0, 2), KOKKOS_LAMBDA(const int i) {
         for (int d = 0; d < 3; ++d) v(i, d) = -v(i, d);
       });
-  for (int i = 0; i < 300; ++i) s.step(0.01);
+  for (int i = 0; i < 100; ++i) s.step(0.02);
   auto x1 = kfmm_test::to_host(s.x);
   for (int i = 0; i < 2; ++i) {
     for (int d = 0; d < 3; ++d) CHECK(std::fabs(x1(i, d) - x0(i, d)) < 1e-10);
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("Leapfrog kernels agree on every backend", "[solver][nbody]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  DeviceSystem<Space> s(kepler(), 1.0, 0.0);
+  DeviceSystem<Kokkos::DefaultHostExecutionSpace> h(kepler(), 1.0, 0.0);
+  for (int i = 0; i < 20; ++i) {
+    s.step(0.05);
+    h.step(0.05);
+  }
+  auto xs = kfmm_test::to_host(s.x);
+  auto vs = kfmm_test::to_host(s.v);
+  auto xh = kfmm_test::to_host(h.x);
+  auto vh = kfmm_test::to_host(h.v);
+  for (int i = 0; i < 2; ++i) {
+    for (int d = 0; d < 3; ++d) {
+      CHECK(xs(i, d) == Catch::Approx(xh(i, d)).epsilon(1e-12).margin(1e-14));
+      CHECK(vs(i, d) == Catch::Approx(vh(i, d)).epsilon(1e-12).margin(1e-14));
+    }
+  }
+  const kfmm::Diagnostics d = s.diagnostics();
+  CHECK(d.total == Catch::Approx(-0.5 * 0.7 * 0.3).epsilon(2e-2));
 }
 
 TEST_CASE("Plummer initial conditions are in virial equilibrium in Henon units", "[solver][nbody]") {

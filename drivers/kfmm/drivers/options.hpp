@@ -10,6 +10,7 @@
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/operators/m2l_csr_options.hpp"  // kfmm::M2LLane
 
 namespace kfmm {
 
@@ -19,29 +20,10 @@ enum class Accumulation {
   wide      ///< in double whatever Real is (helps float at large N; costs time on GPUs)
 };
 
-/// M2L implementation (passed to the operators' M2L).
-enum class M2LLane {
-  automatic,  ///< the operators' choice for the order and backend
-  fused,      ///< the fast fused (rotation, register-resident) kernel
-  baseline    ///< the simple reference implementation
-};
-
 /// Name of an accumulation mode ("working", "wide").
 inline const char* to_string(Accumulation a) {
   return a == Accumulation::wide ? "wide" : "working";
 }
-/// Name of an M2L lane ("automatic", "fused", "baseline").
-inline const char* to_string(M2LLane lane) {
-  switch (lane) {
-    case M2LLane::fused:
-      return "fused";
-    case M2LLane::baseline:
-      return "baseline";
-    default:
-      return "automatic";
-  }
-}
-
 /// Configuration of a kfmm::Solver.
 ///
 /// Accuracy is set in one of two ways:
@@ -71,15 +53,13 @@ struct Options {
   double G = 1;
   /// Precision of the per-particle sums.
   Accumulation accumulation = Accumulation::working;
-  /// M2L implementation.
+  /// M2L implementation (kfmm::M2LLane of the operators).
   M2LLane m2l_lane = M2LLane::automatic;
   /// Bitwise reproducible results run after run on one backend (no atomics in reductions).
   bool deterministic = true;
   /// Fence at every stage boundary and record per-stage times and particle-pair counts in
   /// kfmm::Solver::statistics(). Off: only the cheap counts are recorded (no extra fences).
   bool timing = false;
-  /// Check positions and masses for NaN and Inf before evaluating (one reduction per evaluation).
-  bool check_inputs = true;
 
   /// True when both order and theta are given, so tolerance does not choose them.
   bool explicit_parameters() const { return order.has_value() && theta.has_value(); }

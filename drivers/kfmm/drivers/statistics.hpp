@@ -9,7 +9,7 @@ namespace kfmm {
 
 /// Stages of one evaluation, in pipeline order.
 enum class Stage : int {
-  check,    ///< NaN/Inf check of the inputs
+  check,    ///< bounding box and NaN/Inf check of the inputs (and rescaling, if any)
   tree,     ///< octree build (Morton sort, nodes, centres, radii)
   walk,     ///< dual-tree walk: far and near interaction lists
   gather,   ///< masses into the tree's order, zeroing of outputs
@@ -37,10 +37,12 @@ inline const char* stage_name(Stage s) {
 /// Statistics of the last evaluation (evaluate or reevaluate) of a kfmm::Solver.
 struct Statistics {
   // Parameters used.
-  int order = 0;                           ///< expansion order p
-  double theta = 0;                        ///< opening angle
-  int leaf_size = 0;                       ///< maximum particles per leaf
-  double min_separation = 0;               ///< smallest particle distance of a far pair (softening margin)
+  int order = 0;              ///< expansion order p
+  double theta = 0;           ///< opening angle
+  int leaf_size = 0;          ///< maximum particles per leaf
+  double min_separation = 0;  ///< smallest particle distance of a far pair (softening margin)
+  /// Power of two the positions were multiplied by internally (1 unless their extent is far from 1).
+  double length_scale = 1;
   bool parameters_from_tolerance = false;  ///< true when p and/or theta came from Options::tolerance
   double tolerance = 0;                    ///< the requested tolerance
   double predicted_error = 0;              ///< the calibration's error estimate for (p, theta)

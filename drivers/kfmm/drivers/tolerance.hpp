@@ -21,6 +21,14 @@ constexpr double precision_floor() {
   return sizeof(Real) <= 4 ? detail::calibration::float_floor : detail::calibration::double_floor;
 }
 
+/// Highest order the tolerance rule picks in precision Real. In float the unscaled solid harmonics of
+/// degree 2p+1 overflow between strongly clustered nodes beyond p ~ 11, and float's floor never needs
+/// more than p ~ 8; an explicit Options::order above this is still honoured.
+template <class Real>
+constexpr int highest_automatic_order() {
+  return sizeof(Real) <= 4 ? 10 : max_order;
+}
+
 /// Parameters chosen for an evaluation.
 struct ParameterChoice {
   int order = 0;               ///< expansion order p
@@ -63,12 +71,14 @@ inline double relative_cost(int order, double theta) {
 /// Chooses order, theta and leaf size for a requested relative L2 error of the accelerations.
 /// With neither `order` nor `theta` given: the cheapest calibrated pair whose worst measured error
 /// times a safety factor is within `tolerance`. With one of them given, the other is chosen.
-/// With both given they are returned as they are (with their predicted error).
+/// With both given they are returned as they are (with their predicted error). Orders above
+/// `highest_order` are only used when `order` asks for them.
 /// Throws kfmm::Error when the request cannot be met (tolerance below `floor`, or a fixed order or
 /// theta that cannot reach it).
 inline ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {},
                                          std::optional<double> theta = {},
-                                         double floor = detail::calibration::double_floor) {
+                                         double floor = detail::calibration::double_floor,
+                                         int highest_order = max_order) {
   using namespace detail::calibration;
   constexpr int nt = sizeof(thetas) / sizeof(thetas[0]);
   ParameterChoice best;
@@ -86,6 +96,7 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
   double best_cost = -1;
   for (int p = 0; p <= max_order; ++p) {
     if (order && p != *order) continue;
+    if (!order && p > highest_order) continue;
     if (theta) {
       const double e = predicted_error(p, *theta);
       const double c = relative_cost(p, *theta);

@@ -1,0 +1,175 @@
+// kfmm forces: accelerations and potentials of the particles of a CSV file.
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "kfmm/commands.hpp"
+#include "kfmm/drivers/tolerance.hpp"
+#include "kfmm/engine.hpp"
+#include "kfmm/files.hpp"
+#include "kfmm/report.hpp"
+
+namespace kfmm_cli {
+
+Arguments declare_forces() {
+  Arguments a(
+      "kfmm forces",
+      "kfmm forces --input IN.csv --output OUT.csv [--order P --theta T | --tolerance EPS]\n"
+      "                   [--leaf-size L] [--softening EPS] [--G G] [--precision fp32|fp64] [--check "
+      "NSAMPLES]",
+      "Accelerations and potentials of every particle of IN.csv (header x,y,z,m; masses may be negative)\n"
+      "from all the others, by the fast multipole method:\n"
+      "  a_i = -G sum_{j!=i} m_j (x_i - x_j) (r^2+eps^2)^(-3/2),  phi_i = -G sum_{j!=i} m_j "
+      "(r^2+eps^2)^(-1/2).\n"
+      "OUT.csv gets the header ax,ay,az,phi and one row per input particle in input order, at full "
+      "precision\n"
+      "(%.17g in fp64, %.9g in fp32). OUT.csv is replaced only when complete (written to a temporary file\n"
+      "next to it and renamed).");
+  a.option("input", "IN.csv", "particles: CSV with header x,y,z,m (blank lines and # comments skipped)");
+  a.option("output", "OUT.csv", "results: CSV with header ax,ay,az,phi");
+  a.option("tolerance", "EPS", "relative L2 error of the accelerations (default 1e-6; fp32: its floor)");
+  a.option("order", "P", "expansion order 0..16 (with --theta: used as given)");
+  a.option("theta", "T", "opening angle in (0, 1) (with --order: used as given)");
+  a.option("leaf-size", "L", "particles per leaf, >= 1 (default: chosen with the order)");
+  a.option("softening", "EPS", "Plummer softening length >= 0 (default 0)");
+  a.option("G", "G", "gravitational constant (default 1)");
+  a.option("precision", "fp32|fp64", "evaluation precision (default fp64)");
+  a.option("check", "NSAMPLES",
+           "compare with the direct sum on NSAMPLES random particles and print the error");
+  a.option("seed", "S", "seed of the --check sample (default 12345)");
+  a.epilog(
+      "examples:\n"
+      "  kfmm forces --input stars.csv --output forces.csv --tolerance 1e-8 --check 1000\n"
+      "  kfmm forces --input charges.csv --output field.csv --order 6 --theta 0.5 --precision fp32");
+  return a;
+}
+
+kfmm::Options solver_options(const Arguments& a) {
+  kfmm::Options o;
+  if (a.has("tolerance") && a.has("order") && a.has("theta")) {
+    throw UsageError("give --order and --theta, or --tolerance (optionally with one of them), not all three");
+  }
+  o.tolerance = a.get_double("tolerance", o.tolerance);
+  if (a.has("order")) {
+    const long long p = a.get_integer("order", 0);
+    if (p < 0 || p > kfmm::max_order) {
+      throw UsageError("--order " + a.get("order") + " is out of range: kfmm supports orders 0.." +
+                       std::to_string(kfmm::max_order));
+    }
+    o.order = static_cast<int>(p);
+  }
+  if (a.has("theta")) {
+    const double t = a.get_double("theta", 0.5);
+    if (!(t > 0 && t < 1)) throw UsageError("--theta " + a.get("theta") + " is outside (0, 1)");
+    o.theta = t;
+  }
+  if (a.has("tolerance") && !(o.tolerance > 0 && o.tolerance < 1)) {
+    throw UsageError("--tolerance " + a.get("tolerance") + " must be in (0, 1)");
+  }
+  const long long leaf = a.get_integer("leaf-size", 0);
+  if (a.has("leaf-size") && (leaf < 1 || leaf > 1000000)) {
+    throw UsageError("--leaf-size " + a.get("leaf-size") + " must be >= 1");
+  }
+  o.leaf_size = static_cast<int>(leaf);
+  o.softening = a.get_double("softening", 0.0);
+  if (o.softening < 0) throw UsageError("--softening " + a.get("softening") + " must be >= 0");
+  o.G = a.get_double("G", 1.0);
+  o.timing = true;
+  return o;
+}
+
+int run_forces(const Arguments& a) {
+  if (!a.has("input")) throw UsageError("--input IN.csv is required");
+  if (!a.has("output")) throw UsageError("--output OUT.csv is required");
+  const std::string input = a.get("input"), output = a.get("output");
+  kfmm::Options options = solver_options(a);
+  const Precision precision = precision_from_string(a.get("precision", "fp64"));
+  const long long check = a.get_integer("check", 0);
+  if (check < 0) throw UsageError("--check " + a.get("check") + " must be >= 0");
+  const long long seed = a.get_integer("seed", 12345);
+  if (precision == Precision::fp32 && !a.has("tolerance") && !(a.has("order") && a.has("theta"))) {
+    options.tolerance = std::max(options.tolerance, kfmm::precision_floor<float>());
+  }
+  // Fail before any work when the options are invalid or the output cannot be written.
+  auto engine = Engine::make(precision, options);
+  check_writable(output);
+
+  Kokkos::Timer timer;
+  const CsvTable table = read_csv(input, {"x", "y", "z", "m"});
+  const double t_read = timer.seconds();
+  const int n = static_cast<int>(table.rows());
+  kfmm::HostParticles particles(n);
+  const int cx = table.column("x"), cy = table.column("y"), cz = table.column("z"), cm = table.column("m");
+  for (int i = 0; i < n; ++i) {
+    particles.positions(i, 0) = table.at(i, cx);
+    particles.positions(i, 1) = table.at(i, cy);
+    particles.positions(i, 2) = table.at(i, cz);
+    particles.masses(i) = table.at(i, cm);
+  }
+  if (precision == Precision::fp32) {
+    for (int i = 0; i < n; ++i) {
+      for (int d = 0; d < 4; ++d) {
+        const double v = d < 3 ? particles.positions(i, d) : particles.masses(i);
+        if (std::fabs(v) > 3.0e38) {
+          throw InputError(input + ":" + std::to_string(table.lines[i]) + ": column '" + table.columns[d] +
+                           "' does not fit in fp32");
+        }
+      }
+    }
+  }
+
+  std::printf("%s\n", header_line(precision).c_str());
+  std::printf("forces: %d particles from %s\n", n, input.c_str());
+  std::fflush(stdout);
+  engine->load(particles);
+  timer.reset();
+  engine->evaluate();
+  Kokkos::fence();
+  const double t_eval = timer.seconds();
+  const kfmm::Statistics& st = engine->statistics();
+  const HostForces forces = engine->forces();
+
+  timer.reset();
+  write_atomically(output, [&](std::FILE* f) {
+    std::fputs("ax,ay,az,phi\n", f);
+    const bool single = precision == Precision::fp32;
+    for (int i = 0; i < n; ++i) {
+      for (int d = 0; d < 3; ++d) {
+        write_number(f, forces.accelerations(i, d), single);
+        std::fputc(',', f);
+      }
+      write_number(f, forces.potentials(i), single);
+      std::fputc('\n', f);
+    }
+  });
+  const double t_write = timer.seconds();
+
+  std::printf("solver: %s\n", parameters_line(st).c_str());
+  std::printf("tree: %s\n", sizes_line(st).c_str());
+  std::printf("per-stage time:\n%s", stage_table(st.seconds, 1).c_str());
+  std::printf("time: read %s, evaluate %s, write %s\n", format_seconds(t_read).c_str(),
+              format_seconds(t_eval).c_str(), format_seconds(t_write).c_str());
+  if (check > 0 && n > 0) {
+    const auto targets =
+        sample_targets(n, static_cast<int>(std::min<long long>(check, n)), static_cast<std::uint64_t>(seed));
+    timer.reset();
+    const HostForces ref = direct_reference(particles, targets, options.G, options.softening);
+    const double t_ref = timer.seconds();
+    const ErrorReport e = compare(forces, ref, targets);
+    std::printf(
+        "check: relative L2 error of the accelerations %.3g (max per particle %.3g), potentials %.3g,\n"
+        "       against the fp64 direct sum on %zu particles (%s)\n",
+        e.relative_l2, e.max_relative, e.potential_relative_l2, targets.size(),
+        format_seconds(t_ref).c_str());
+    if (st.parameters_from_tolerance) {
+      std::printf("       %s the requested tolerance %.3g\n",
+                  e.relative_l2 <= st.tolerance ? "within" : "ABOVE", st.tolerance);
+    }
+  }
+  std::printf("wrote %d rows to %s\n", n, output.c_str());
+  return 0;
+}
+
+}  // namespace kfmm_cli

@@ -1,0 +1,321 @@
+// kfmm nbody: a leapfrog (kick-drift-kick) N-body run from a YAML file, with snapshots, an energy and
+// momentum log, a progress bar and restart from the last snapshot. Every file is written atomically.
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kfmm/commands.hpp"
+#include "kfmm/config.hpp"
+#include "kfmm/drivers/distributions.hpp"
+#include "kfmm/drivers/tolerance.hpp"
+#include "kfmm/engine.hpp"
+#include "kfmm/files.hpp"
+#include "kfmm/report.hpp"
+
+namespace kfmm_cli {
+
+namespace {
+
+const char* const energy_columns[] = {"step", "time", "kinetic", "potential", "total", "energy_error",
+                                      "px",   "py",   "pz",      "lx",        "ly",    "lz"};
+constexpr int num_energy_columns = 12;
+
+std::string snapshot_name(long long step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "snapshot_%08lld.csv", step);
+  return name;
+}
+
+/// Step numbers of the snapshot_STEP.csv files in a folder, sorted.
+std::vector<long long> snapshot_steps(const std::string& dir) {
+  std::vector<long long> steps;
+  if (!is_directory(dir)) return steps;
+  for (const auto& name : list_directory(dir)) {
+    const std::string prefix = "snapshot_", suffix = ".csv";
+    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    steps.push_back(std::stoll(digits));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+void write_snapshot(const std::string& path, const kfmm::HostParticles& p, long long step, double time,
+                    bool single) {
+  write_atomically(path, [&](std::FILE* f) {
+    std::fprintf(f, "# kfmm nbody snapshot\n# step=%lld time=%.17g\nx,y,z,m,vx,vy,vz\n", step, time);
+    for (int i = 0; i < p.size(); ++i) {
+      for (int d = 0; d < 3; ++d) {
+        write_number(f, p.positions(i, d), single);
+        std::fputc(',', f);
+      }
+      write_number(f, p.masses(i), single);
+      for (int d = 0; d < 3; ++d) {
+        std::fputc(',', f);
+        write_number(f, p.velocities(i, d), single);
+      }
+      std::fputc('\n', f);
+    }
+  });
+}
+
+kfmm::HostParticles particles_from_table(const CsvTable& t, const std::string& path) {
+  const int n = static_cast<int>(t.rows());
+  kfmm::HostParticles p(n);
+  const int c[7] = {t.column("x"),  t.column("y"),  t.column("z"), t.column("m"),
+                    t.column("vx"), t.column("vy"), t.column("vz")};
+  for (int i = 0; i < n; ++i) {
+    for (int d = 0; d < 3; ++d) {
+      p.positions(i, d) = t.at(i, c[d]);
+      p.velocities(i, d) = c[4 + d] >= 0 ? t.at(i, c[4 + d]) : 0.0;
+    }
+    p.masses(i) = t.at(i, c[3]);
+  }
+  (void)path;
+  return p;
+}
+
+using EnergyRow = std::vector<double>;
+
+void write_energy_log(const std::string& path, const std::vector<EnergyRow>& rows) {
+  write_atomically(path, [&](std::FILE* f) {
+    for (int c = 0; c < num_energy_columns; ++c) std::fprintf(f, "%s%s", c ? "," : "", energy_columns[c]);
+    std::fputc('\n', f);
+    for (const auto& row : rows) {
+      std::fprintf(f, "%lld", static_cast<long long>(row[0]));
+      for (int c = 1; c < num_energy_columns; ++c) {
+        std::fputc(',', f);
+        write_number(f, row[c], false);
+      }
+      std::fputc('\n', f);
+    }
+  });
+}
+
+EnergyRow energy_row(long long step, double time, const kfmm::Diagnostics& d, double e0) {
+  const double error = e0 != 0 ? (d.total - e0) / std::fabs(e0) : d.total - e0;
+  return {static_cast<double>(step),
+          time,
+          d.kinetic,
+          d.potential,
+          d.total,
+          error,
+          d.momentum[0],
+          d.momentum[1],
+          d.momentum[2],
+          d.angular_momentum[0],
+          d.angular_momentum[1],
+          d.angular_momentum[2]};
+}
+
+}  // namespace
+
+Arguments declare_nbody() {
+  Arguments a(
+      "kfmm nbody", "kfmm nbody --config RUN.yaml [--no-progress] [--dry-run]",
+      "Leapfrog (kick-drift-kick, fixed step) N-body run described by a YAML file: initial conditions\n"
+      "(Plummer sphere in virial equilibrium, uniform sphere, or a CSV file), forces by the FMM,\n"
+      "snapshots every K steps, an energy and momentum log, and restart from the last snapshot.\n"
+      "Snapshots and the log are replaced atomically, so a crash or Ctrl-C never leaves a partial\n"
+      "file; Ctrl-C stops after the current step and writes a snapshot to restart from. Running the\n"
+      "same command again continues the run (output.restart: true).");
+  a.option("config", "RUN.yaml", "the run file (required)");
+  a.flag("no-progress", "no progress bar");
+  a.flag("dry-run", "check the run file and the solver options, print the plan, run nothing");
+  a.epilog(nbody_config_help() + "\n\nexample: kfmm nbody --config configs/plummer.yaml");
+  return a;
+}
+
+int run_nbody(const Arguments& a) {
+  if (!a.has("config")) throw UsageError("--config RUN.yaml is required");
+  const NBodyConfig cfg = load_nbody_config(a.get("config"));
+  const auto& sc = cfg.solver;
+  kfmm::Options options;
+  if (sc.tolerance) options.tolerance = *sc.tolerance;
+  if (sc.order) options.order = static_cast<int>(*sc.order);
+  if (sc.theta) options.theta = *sc.theta;
+  options.leaf_size = static_cast<int>(sc.leaf_size);
+  options.softening = sc.softening;
+  options.G = sc.G;
+  options.timing = true;
+  const Precision precision = precision_from_string(sc.precision);
+  if (precision == Precision::fp32 && !sc.tolerance && !(sc.order && sc.theta)) {
+    options.tolerance = std::max(options.tolerance, kfmm::precision_floor<float>());
+  }
+  auto engine = Engine::make(precision, options);
+  const bool single = precision == Precision::fp32;
+  if (a.has("dry-run")) {
+    std::printf("%s\n", header_line(precision).c_str());
+    std::printf("nbody: %s is valid: %s initial conditions, %lld steps of %g, output in %s/\n",
+                cfg.path.c_str(), cfg.initial_conditions.kind.c_str(), cfg.integrator.steps,
+                cfg.integrator.time_step, cfg.output.directory.c_str());
+    std::printf("solver: order p = %d, theta = %g, leaf size %d\n", engine->order(), engine->theta(),
+                engine->leaf_size());
+    return 0;
+  }
+
+  const std::string dir = cfg.output.directory;
+  const std::string log_path = join_path(dir, "energy.csv");
+  const double dt = cfg.integrator.time_step;
+  const long long steps = cfg.integrator.steps;
+  const auto existing = snapshot_steps(dir);
+  kfmm::HostParticles particles;
+  std::vector<EnergyRow> log;
+  long long first_step = 0;
+  double e0 = 0;
+  bool restarted = false;
+  if (!existing.empty()) {
+    const long long latest = existing.back();
+    const std::string snap = join_path(dir, snapshot_name(latest));
+    if (!cfg.output.restart) {
+      throw InputError(
+          "output folder '" + dir + "' already holds snapshots (latest " + snap +
+          "); set output.restart: true to continue that run, or choose another output.directory");
+    }
+    if (latest > steps) {
+      throw InputError("the run in '" + dir + "' is already at step " + std::to_string(latest) +
+                       ", beyond integrator.steps = " + std::to_string(steps));
+    }
+    particles = particles_from_table(read_csv(snap, {"x", "y", "z", "m", "vx", "vy", "vz"}), snap);
+    first_step = latest;
+    restarted = true;
+    if (file_exists(log_path)) {
+      const CsvTable t =
+          read_csv(log_path, std::vector<std::string>(energy_columns, energy_columns + num_energy_columns));
+      for (std::size_t r = 0; r < t.rows(); ++r) {
+        EnergyRow row(num_energy_columns);
+        for (int c = 0; c < num_energy_columns; ++c) row[c] = t.at(r, t.column(energy_columns[c]));
+        if (row[0] <= latest) log.push_back(row);
+      }
+    }
+  } else {
+    make_directories(dir);
+    const auto& ic = cfg.initial_conditions;
+    if (ic.kind == "plummer") {
+      particles = kfmm::plummer_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass,
+                                       ic.scale_radius > 0 ? ic.scale_radius : kfmm::henon_plummer_radius,
+                                       sc.G, ic.max_radius);
+    } else if (ic.kind == "uniform") {
+      particles = kfmm::uniform_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass, ic.radius,
+                                       ic.virial_ratio, sc.G);
+    } else {
+      particles = particles_from_table(read_csv(ic.file, {"x", "y", "z", "m"}, {"vx", "vy", "vz"}), ic.file);
+    }
+  }
+  const int n = particles.size();
+
+  std::printf("%s\n", header_line(precision).c_str());
+  if (restarted) {
+    std::printf("nbody: %s: restarting from step %lld of %lld (%s)\n", cfg.path.c_str(), first_step, steps,
+                snapshot_name(first_step).c_str());
+  } else {
+    std::printf("nbody: %s: %d particles (%s), %lld steps of %g -> %s/\n", cfg.path.c_str(), n,
+                cfg.initial_conditions.kind.c_str(), steps, dt, dir.c_str());
+  }
+  std::fflush(stdout);
+
+  Kokkos::Timer total_timer;
+  engine->load(particles);
+  engine->evaluate();
+  std::array<double, kfmm::num_stages> stage_seconds{};
+  long long evaluations = 0;
+  auto add_stats = [&] {
+    const auto& s = engine->statistics();
+    for (int i = 0; i < kfmm::num_stages; ++i) stage_seconds[i] += s.seconds[i];
+    ++evaluations;
+  };
+  add_stats();
+  kfmm::Diagnostics d = engine->diagnostics();
+  if (!log.empty() && log.front()[0] == 0) {
+    e0 = log.front()[4];
+  } else {
+    e0 = d.total;  // restart without the step-0 row: measure from here
+  }
+  const kfmm::Diagnostics d_first = d;
+  if (!restarted) {
+    log.push_back(energy_row(0, 0.0, d, e0));
+    write_snapshot(join_path(dir, snapshot_name(0)), particles, 0, 0.0, single);
+    write_energy_log(log_path, log);
+  }
+  std::printf("solver: %s\n", parameters_line(engine->statistics()).c_str());
+  std::printf("tree: %s\n", sizes_line(engine->statistics()).c_str());
+  std::fflush(stdout);
+
+  catch_interrupts();
+  ProgressBar bar("nbody", steps - first_step, !a.has("no-progress"));
+  long long step = first_step;
+  long long last_snapshot = first_step;
+  double max_error = 0;
+  for (const auto& row : log) max_error = std::max(max_error, std::fabs(row[5]));
+  Kokkos::Timer step_timer;
+  bool stopped = false;
+  while (step < steps) {
+    engine->step(dt);
+    add_stats();
+    ++step;
+    const double time = step * dt;
+    const bool last = step == steps;
+    stopped = interrupted() && !last;
+    const bool snapshot =
+        last || stopped || (cfg.output.snapshot_every > 0 && step % cfg.output.snapshot_every == 0);
+    if (last || snapshot || step % cfg.output.log_every == 0) {
+      d = engine->diagnostics();
+      log.push_back(energy_row(step, time, d, e0));
+      max_error = std::max(max_error, std::fabs(log.back()[5]));
+    }
+    if (snapshot) {
+      engine->store(particles);
+      write_snapshot(join_path(dir, snapshot_name(step)), particles, step, time, single);
+      write_energy_log(log_path, log);
+      last_snapshot = step;
+    }
+    char note[64];
+    std::snprintf(note, sizeof note, "dE/E %+.2e", log.back()[5]);
+    bar.update(step - first_step, note);
+    if (stopped) break;
+  }
+  const double run_seconds = step_timer.seconds();
+  if (!stopped) {
+    char note[64];
+    std::snprintf(note, sizeof note, "dE/E %+.2e", log.empty() ? 0.0 : log.back()[5]);
+    bar.finish(note);
+  }
+  if (first_step == steps) d = d_first;
+
+  const long long done = step - first_step;
+  std::printf("%s: %d particles, steps %lld -> %lld (dt %g, t = %g)\n", stopped ? "interrupted" : "done", n,
+              first_step, step, dt, step * dt);
+  std::printf("energy: E0 = %.10g, E = %.10g, relative error %+.3e (largest in the log %.3e)\n", e0, d.total,
+              e0 != 0 ? (d.total - e0) / std::fabs(e0) : 0.0, max_error);
+  std::printf("momentum: |P| = %.3e, |L| = %.6g (initial |L| = %.6g); virial ratio 2K/|W| = %.4f\n",
+              std::sqrt(d.momentum[0] * d.momentum[0] + d.momentum[1] * d.momentum[1] +
+                        d.momentum[2] * d.momentum[2]),
+              std::sqrt(d.angular_momentum[0] * d.angular_momentum[0] +
+                        d.angular_momentum[1] * d.angular_momentum[1] +
+                        d.angular_momentum[2] * d.angular_momentum[2]),
+              std::sqrt(d_first.angular_momentum[0] * d_first.angular_momentum[0] +
+                        d_first.angular_momentum[1] * d_first.angular_momentum[1] +
+                        d_first.angular_momentum[2] * d_first.angular_momentum[2]),
+              d.virial_ratio());
+  std::printf("time: %s total, %s per step over %lld steps; per-stage time per evaluation:\n%s",
+              format_seconds(total_timer.seconds()).c_str(),
+              format_seconds(done > 0 ? run_seconds / done : 0).c_str(), done,
+              stage_table(stage_seconds, static_cast<double>(evaluations)).c_str());
+  std::printf("output: %s (latest snapshot %s, energy.csv)\n", dir.c_str(),
+              snapshot_name(last_snapshot).c_str());
+  if (stopped) {
+    std::printf("stopped by a signal after step %lld; run the same command again to continue\n", step);
+    return 130;
+  }
+  return 0;
+}
+
+}  // namespace kfmm_cli

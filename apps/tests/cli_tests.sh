@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# End-to-end tests of the kfmm command: cli_tests.sh KFMM_BINARY CASE. Each case runs the program in a
+# fresh temporary folder and checks its exit status, its messages and its files. Registered one CTest
+# test per case by apps/CMakeLists.txt.
+set -uo pipefail
+KFMM="$1"
+CASE="$2"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/kfmm-cli-${CASE}.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+export OMP_PROC_BIND=false OMP_NUM_THREADS=1  # behaviour, not speed: no thread contention
+
+fail() {
+  echo "FAIL [$CASE]: $*"
+  echo "--- stdout:"; cat out.txt 2>/dev/null
+  echo "--- stderr:"; cat err.txt 2>/dev/null
+  exit 1
+}
+# run EXPECTED_STATUS ARGS...: runs kfmm, captures stdout/stderr, checks the status.
+run() {
+  local expected="$1"; shift
+  "$KFMM" "$@" > out.txt 2> err.txt
+  local status=$?
+  [ "$status" -eq "$expected" ] || fail "kfmm $* exited $status, expected $expected"
+}
+expect_err() { grep -qE -- "$1" err.txt || fail "stderr does not match '$1'"; }
+expect_out() { grep -qE -- "$1" out.txt || fail "stdout does not match '$1'"; }
+one_line_error() {
+  [ "$(wc -l < err.txt)" -eq 1 ] || fail "expected exactly one line on stderr"
+  grep -q "error" err.txt || fail "the message does not say error"
+}
+# A random cloud: particles.csv with N rows (deterministic LCG, masses of both signs if $2 = mixed).
+make_cloud() {
+  awk -v n="$1" -v mixed="${2:-}" 'BEGIN {
+    s = 12345; print "x,y,z,m";
+    for (i = 0; i < n; i++) {
+      for (k = 0; k < 4; k++) { s = (s * 1103515245 + 12345) % 2147483648; u[k] = s / 2147483648 }
+      m = (mixed == "mixed") ? u[3] - 0.5 : 0.5 + u[3];
+      printf "%.17g,%.17g,%.17g,%.17g\n", u[0], u[1], u[2], m / n
+    } }' > particles.csv
+}
+# A bad-input case for `kfmm forces`: the output that exists must survive untouched.
+forces_rejects() {
+  local pattern="$1"; shift
+  echo "precious" > result.csv
+  run "${EXPECTED_STATUS:-1}" forces --input particles.csv --output result.csv "$@"
+  expect_err "$pattern"
+  one_line_error
+  [ "$(cat result.csv)" = "precious" ] || fail "the existing output was modified"
+  [ -z "$(ls -A | grep '\.tmp-')" ] || fail "a temporary file was left behind"
+}
+write_config() {  # write_config FILE STEPS [extra yaml lines...]
+  local file="$1" steps="$2"; shift 2
+  {
+    echo "initial_conditions:"
+    echo "  kind: plummer"
+    echo "  particles: 300"
+    echo "  seed: 3"
+    echo "solver:"
+    echo "  tolerance: 1.0e-3"
+    echo "  softening: 0.05"
+    echo "integrator:"
+    echo "  time_step: 0.01"
+    echo "  steps: $steps"
+    echo "output:"
+    echo "  directory: run"
+    echo "  snapshot_every: 5"
+    for line in "$@"; do echo "$line"; done
+  } > "$file"
+}
+
+case "$CASE" in
+  help)
+    run 0 --help; expect_out "usage: kfmm"; expect_out "forces"; expect_out "nbody"
+    for c in demo forces nbody calibrate; do
+      run 0 "$c" --help; expect_out "usage: kfmm"
+    done
+    run 0 forces --help; expect_out "ax,ay,az,phi"; expect_out "--tolerance"
+    run 0 nbody --help; expect_out "snapshot_every"; expect_out "restart"
+    run 2 bogus; expect_err "unknown command 'bogus'"; one_line_error
+    run 2 forces --input; expect_err "needs a value"; one_line_error
+    run 2 forces --frobnicate 3; expect_err "unknown option '--frobnicate'"; one_line_error
+    ;;
+  forces_two_bodies)
+    printf 'x,y,z,m\n0,0,0,1\n1,0,0,2\n' > particles.csv
+    run 0 forces --input particles.csv --output result.csv --G 2
+    [ "$(head -1 result.csv)" = "ax,ay,az,phi" ] || fail "header"
+    # a_0 = -G m_1 (x_0 - x_1) / r^3 = +4, phi_0 = -G m_1 / r = -4; a_1 = -2, phi_1 = -2.
+    [ "$(sed -n 2p result.csv)" = "4,0,0,-4" ] || fail "row 1: $(sed -n 2p result.csv)"
+    [ "$(sed -n 3p result.csv)" = "-2,0,0,-2" ] || fail "row 2: $(sed -n 3p result.csv)"
+    expect_out "fp64"; expect_out "order p = "; expect_out "theta = "; expect_out "OpenMP|Serial|Cuda"
+    # Softened: r^2 + eps^2 = 1 + 3 = 4.
+    run 0 forces --input particles.csv --output soft.csv --softening 1.7320508075688772
+    awk -F, 'NR == 2 { if ($1 < 0.2499999999 || $1 > 0.2500000001 || $4 > -0.9999999999 || $4 < -1.0000000001) exit 1 }' soft.csv \
+      || fail "softened pair: $(sed -n 2p soft.csv)"
+    ;;
+  forces_small_n)
+    printf 'x,y,z,m\n' > particles.csv
+    run 0 forces --input particles.csv --output result.csv --check 10
+    [ "$(cat result.csv)" = "ax,ay,az,phi" ] || fail "N = 0 output: $(cat result.csv)"
+    printf '# one particle\nx,y,z,m\n0.5,0.5,0.5,3\n' > particles.csv
+    run 0 forces --input particles.csv --output result.csv
+    [ "$(sed -n 2p result.csv)" = "0,0,0,0" ] || fail "N = 1 output: $(sed -n 2p result.csv)"
+    printf 'm,z,y,x\n1,0,0,0\n1,0,0,0\n' > particles.csv  # any column order; coincident, unsoftened
+    run 0 forces --input particles.csv --output result.csv
+    [ "$(sed -n 2p result.csv)" = "0,0,0,0" ] || fail "coincident pair: $(sed -n 2p result.csv)"
+    ;;
+  forces_accuracy)
+    make_cloud 3000 mixed
+    for tol in 1e-3 1e-6 1e-9; do
+      run 0 forces --input particles.csv --output result.csv --tolerance "$tol" --check 3000
+      expect_out "within the requested tolerance"
+      [ "$(wc -l < result.csv)" -eq 3001 ] || fail "row count"
+    done
+    run 0 forces --input particles.csv --output result.csv --precision fp32 --check 500
+    expect_out "fp32"; expect_out "within the requested tolerance"
+    run 0 forces --input particles.csv --output result.csv --order 4 --theta 0.5 --leaf-size 16 --softening 0.001 --check 200
+    expect_out "as given"; expect_out "leaf size 16"
+    ;;
+  forces_bad_input)
+    make_cloud 20
+    run 1 forces --input missing.csv --output result.csv; expect_err "cannot open 'missing.csv'"; one_line_error
+    sed -i '5s/.*/0.1,abc,0.3,0.4/' particles.csv
+    forces_rejects "particles.csv:5: column 'y': 'abc' is not a number"
+    make_cloud 20; sed -i '7s/.*/0.1,0.2,0.3/' particles.csv
+    forces_rejects "particles.csv:7: expected 4 fields"
+    make_cloud 20; sed -i '3s/.*/nan,0.2,0.3,0.1/' particles.csv
+    forces_rejects "particles.csv:3: column 'x' is NaN"
+    make_cloud 20; sed -i '4s/.*/0.1,0.2,0.3,inf/' particles.csv
+    forces_rejects "particles.csv:4: column 'm'.*infinite"
+    make_cloud 20; sed -i '6s/.*/0.1,0.2,1e999,1/' particles.csv
+    forces_rejects "particles.csv:6: column 'z'.*out of range"
+    make_cloud 20; sed -i '8s/.*/0.1,,0.3,1/' particles.csv
+    forces_rejects "particles.csv:8: column 'y' is empty"
+    make_cloud 20; sed -i '1d' particles.csv
+    forces_rejects "particles.csv:1: the header line is missing"
+    make_cloud 20; sed -i '1s/.*/x,y,z,mass/' particles.csv
+    forces_rejects "unknown column 'mass'"
+    make_cloud 20; sed -i '1s/.*/x,y,x,m/' particles.csv
+    forces_rejects "column 'x' appears twice"
+    : > particles.csv
+    forces_rejects "no header line"
+    mkdir folder.csv
+    run 1 forces --input folder.csv --output result.csv; expect_err "is a folder"
+    make_cloud 20
+    run 1 forces --input particles.csv --output no/such/folder/result.csv; expect_err "folder 'no/such/folder' does not exist"
+    ;;
+  forces_bad_options)
+    make_cloud 20
+    EXPECTED_STATUS=2 forces_rejects "--theta 1.5 is outside \(0, 1\)" --theta 1.5 --order 4
+    EXPECTED_STATUS=2 forces_rejects "--theta 0 is outside \(0, 1\)" --theta 0
+    EXPECTED_STATUS=2 forces_rejects "--order 17 is out of range" --order 17 --theta 0.5
+    EXPECTED_STATUS=2 forces_rejects "--order -1 is out of range" --order -1
+    EXPECTED_STATUS=2 forces_rejects "--order: '4.5' is not an integer" --order 4.5
+    EXPECTED_STATUS=2 forces_rejects "--tolerance: 'tight' is not a number" --tolerance tight
+    EXPECTED_STATUS=2 forces_rejects "--leaf-size 0 must be >= 1" --leaf-size 0
+    EXPECTED_STATUS=2 forces_rejects "--softening -1 must be >= 0" --softening -1
+    EXPECTED_STATUS=2 forces_rejects "precision 'fp16' is not one of fp32, fp64" --precision fp16
+    EXPECTED_STATUS=2 forces_rejects "not all three" --order 4 --theta 0.5 --tolerance 1e-3
+    forces_rejects "tolerance = 1e-14 is below the precision floor" --tolerance 1e-14
+    forces_rejects "below the precision floor .* of float" --tolerance 1e-8 --precision fp32
+    forces_rejects "order = 1 cannot reach tolerance" --tolerance 1e-9 --order 1
+    ;;
+  nbody_run_and_restart)
+    write_config full.yaml 20
+    run 0 nbody --config full.yaml --no-progress
+    expect_out "fp64"; expect_out "order p = "; expect_out "energy: "; expect_out "per step"
+    for s in 00000000 00000005 00000010 00000015 00000020; do
+      [ -f "run/snapshot_$s.csv" ] || fail "snapshot $s missing"
+    done
+    [ "$(wc -l < run/energy.csv)" -eq 22 ] || fail "energy.csv should have 21 rows"
+    head -1 run/energy.csv | grep -q "^step,time,kinetic,potential,total,energy_error,px,py,pz,lx,ly,lz$" || fail "energy header"
+    awk -F, 'NR > 1 { e = $6 < 0 ? -$6 : $6; if (e > 1e-4) exit 1 }' run/energy.csv || fail "energy error above 1e-4"
+    mv run full_run
+    # The same run in two parts: 10 steps, then the config says 20 and the run continues.
+    write_config part.yaml 10
+    run 0 nbody --config part.yaml --no-progress
+    [ ! -f run/snapshot_00000015.csv ] || fail "ran too far"
+    write_config part.yaml 20
+    run 0 nbody --config part.yaml --no-progress
+    expect_out "restarting from step 10"
+    cmp run/snapshot_00000020.csv full_run/snapshot_00000020.csv || fail "restart does not reproduce the run bitwise"
+    cmp run/energy.csv full_run/energy.csv || fail "restarted energy log differs"
+    # restart: false refuses to touch the existing run.
+    write_config norestart.yaml 20 "  restart: false"
+    sed -i 's/directory: run/directory: full_run/' norestart.yaml
+    run 1 nbody --config norestart.yaml --no-progress; expect_err "already holds snapshots"; one_line_error
+    ;;
+  nbody_file_and_fp32)
+    make_cloud 200
+    cat > ics.yaml <<EOF
+initial_conditions:
+  kind: file
+  file: particles.csv
+solver:
+  precision: fp32
+  softening: 0.05
+integrator:
+  time_step: 0.001
+  steps: 3
+output:
+  directory: out
+EOF
+    run 0 nbody --config ics.yaml --no-progress
+    expect_out "fp32"; expect_out "200 particles"
+    [ -f out/snapshot_00000003.csv ] || fail "final snapshot missing"
+    ;;
+  nbody_bad_config)
+    write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  tolerence: 1.0e-6/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:6: unknown key 'solver.tolerence'"; one_line_error
+    write_config c.yaml 10 && sed -i 's/  steps: 10/  steps: ten/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:10: key 'integrator.steps' must be an integer, got 'ten'"
+    write_config c.yaml 10 && sed -i 's/  time_step: 0.01/  time_step: [1, 2]/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:9: key 'integrator.time_step' must be a number, got a list"
+    write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: -1/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:7: 'solver.softening' must be >= 0"
+    write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  theta: 1.2/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:6: 'solver.theta' must be in \(0, 1\)"
+    write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  order: 40/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:6: 'solver.order' is out of range"
+    write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  tolerance: 1.0e-15/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "below the precision floor"
+    write_config c.yaml 10 && sed -i 's/  kind: plummer/  kind: king/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:2: 'initial_conditions.kind' must be one of plummer, uniform, file"
+    write_config c.yaml 10 && sed -i '/time_step/d' c.yaml
+    run 1 nbody --config c.yaml; expect_err "'integrator.time_step' is required"
+    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 3\n  seed: 4/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "(appears twice|duplicate)"
+    printf 'solver:\n  tolerance: [1e-6\n' > c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:[0-9]+: YAML syntax error"
+    run 1 nbody --config missing.yaml; expect_err "cannot open configuration 'missing.yaml'"
+    : > c.yaml
+    run 1 nbody --config c.yaml; expect_err "empty"
+    printf 'initial_conditions:\n  kind: file\n  file: nope.csv\nintegrator:\n  time_step: 0.1\n  steps: 1\n' > c.yaml
+    run 1 nbody --config c.yaml; expect_err "cannot open 'nope.csv'"
+    [ ! -d c_run ] || [ -z "$(ls c_run)" ] || fail "a failed start left snapshots behind"
+    run 2 nbody; expect_err "--config RUN.yaml is required"
+    ;;
+  configs)
+    # Every shipped run file is valid.
+    for f in "$(dirname "$0")"/../../configs/*.yaml; do
+      run 0 nbody --config "$f" --dry-run; expect_out "is valid"
+    done
+    ;;
+  demo_small)
+    run 0 demo --particles 3000 --check 200 --nbody-particles 300 --steps 4 --no-progress
+    expect_out "within the tolerance"; expect_out "stage"; expect_out "p2p"; expect_out "energy: "
+    expect_out "order p = "; expect_out "fp64"
+    ;;
+  *)
+    echo "unknown case $CASE"; exit 2 ;;
+esac
+echo "PASS [$CASE]"

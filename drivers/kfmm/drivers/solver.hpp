@@ -1,0 +1,608 @@
+/// \file solver.hpp
+/// kfmm::Solver: the whole fast multipole evaluation of softened gravity (or Laplace) on Kokkos.
+///
+/// \code
+///   kfmm::Options options;            // tolerance 1e-6 by default
+///   options.softening = 1e-3;
+///   kfmm::Solver<Kokkos::DefaultExecutionSpace, double> solver(options);
+///   solver.evaluate(positions, masses, accelerations, potentials);   // Views on the device
+///   // solver.chosen_order(), solver.chosen_theta(), solver.statistics()
+/// \endcode
+///
+/// Pipeline of evaluate(): octree of the positions -> dual-tree walk (theta, softening margin) into far
+/// and near lists -> P2M on the leaves -> M2M level by level up -> M2L over the far list -> L2L level
+/// by level down -> L2P on the leaves + P2P over the near list -> results into the caller's order.
+/// reevaluate() repeats the pipeline from P2M for new masses on the same positions, keeping tree and
+/// lists (the expansion centres stay those of the masses given to evaluate(): any centre whose radius
+/// encloses a node's particles is valid, so the lists remain correct for any new masses).
+///
+/// The solver never prints, never initialises Kokkos and owns no global state; its work buffers are
+/// kept between evaluations and only grow.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kfmm/core/error.hpp"
+#include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/interaction_list.hpp"
+#include "kfmm/core/particle_types.hpp"
+#include "kfmm/drivers/options.hpp"
+#include "kfmm/drivers/statistics.hpp"
+#include "kfmm/drivers/tolerance.hpp"
+#include "kfmm/operators/l2l.hpp"
+#include "kfmm/operators/l2p.hpp"
+#include "kfmm/operators/m2l.hpp"
+#include "kfmm/operators/m2m.hpp"
+#include "kfmm/operators/p2m.hpp"
+#include "kfmm/operators/p2p.hpp"
+#include "kfmm/tree/dual_tree_walk.hpp"
+#include "kfmm/tree/octree.hpp"
+
+namespace kfmm {
+
+namespace detail {
+
+/// Index of the first particle whose position or mass is NaN or infinite, or n when all are finite.
+/// `positions` may be empty (masses only).
+template <class ExecutionSpace, class PositionsView, class MassesView>
+int first_non_finite(const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses) {
+  using Real = typename MassesView::non_const_value_type;
+  const int n = static_cast<int>(masses.extent(0));
+  const bool with_positions = positions.extent(0) > 0;
+  int first_bad = n;
+  Kokkos::parallel_reduce(
+      "kfmm::Solver::check_finite", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(const int i, int& first) {
+        // x - x is 0 for finite x and NaN for NaN and +-Inf.
+        bool ok = masses(i) - masses(i) == Real(0);
+        if (with_positions) {
+          for (int d = 0; d < 3; ++d) ok = ok && positions(i, d) - positions(i, d) == Real(0);
+        }
+        if (!ok && i < first) first = i;
+      },
+      Kokkos::Min<int>(first_bad));
+  return first_bad;
+}
+
+/// Bounding box of the positions and the first particle with a NaN/Inf position or mass.
+struct SolverBox {
+  double lo[3], hi[3];
+  int first_bad;
+};
+
+template <class PositionsView, class MassesView>
+struct SolverBoxReduction {
+  using value_type = SolverBox;
+  PositionsView positions;
+  MassesView masses;
+  int n;
+  KOKKOS_INLINE_FUNCTION void init(value_type& v) const {
+    for (int d = 0; d < 3; ++d) {
+      v.lo[d] = 1e308;
+      v.hi[d] = -1e308;
+    }
+    v.first_bad = n;
+  }
+  KOKKOS_INLINE_FUNCTION void join(value_type& a, const value_type& b) const {
+    for (int d = 0; d < 3; ++d) {
+      a.lo[d] = b.lo[d] < a.lo[d] ? b.lo[d] : a.lo[d];
+      a.hi[d] = b.hi[d] > a.hi[d] ? b.hi[d] : a.hi[d];
+    }
+    a.first_bad = b.first_bad < a.first_bad ? b.first_bad : a.first_bad;
+  }
+  // Kokkos 3.x joins through volatile references, Kokkos 4+ through plain ones.
+  KOKKOS_INLINE_FUNCTION void join(volatile value_type& a, const volatile value_type& b) const {
+    for (int d = 0; d < 3; ++d) {
+      a.lo[d] = b.lo[d] < a.lo[d] ? b.lo[d] : a.lo[d];
+      a.hi[d] = b.hi[d] > a.hi[d] ? b.hi[d] : a.hi[d];
+    }
+    a.first_bad = b.first_bad < a.first_bad ? b.first_bad : a.first_bad;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(const int i, value_type& v) const {
+    using Real = typename MassesView::non_const_value_type;
+    // x - x is 0 for finite x and NaN for NaN and +-Inf.
+    bool ok = masses(i) - masses(i) == Real(0);
+    for (int d = 0; d < 3; ++d) {
+      const Real x = positions(i, d);
+      ok = ok && x - x == Real(0);
+      if (x - x == Real(0)) {
+        v.lo[d] = double(x) < v.lo[d] ? double(x) : v.lo[d];
+        v.hi[d] = double(x) > v.hi[d] ? double(x) : v.hi[d];
+      }
+    }
+    if (!ok && i < v.first_bad) v.first_bad = i;
+  }
+};
+
+template <class ExecutionSpace, class PositionsView, class MassesView>
+SolverBox bounding_box(const ExecutionSpace& space, const PositionsView& positions,
+                       const MassesView& masses) {
+  SolverBoxReduction<PositionsView, MassesView> f{positions, masses, static_cast<int>(masses.extent(0))};
+  SolverBox v;
+  f.init(v);
+  Kokkos::parallel_reduce("kfmm::Solver::bounding_box", Kokkos::RangePolicy<ExecutionSpace>(space, 0, f.n), f,
+                          v);
+  return v;
+}
+
+/// out = scale * in for (n, 3) Views.
+template <class ExecutionSpace, class In, class Out>
+void scale_positions(const ExecutionSpace& space, const In& in, const Out& out, double scale, int n) {
+  using Real = typename Out::non_const_value_type;
+  const Real s = static_cast<Real>(scale);
+  Kokkos::parallel_for(
+      "kfmm::Solver::scale_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(const int i) {
+        out(i, 0) = in(i, 0) * s;
+        out(i, 1) = in(i, 1) * s;
+        out(i, 2) = in(i, 2) * s;
+      });
+}
+
+/// ids(i) = i for i < n.
+template <class ExecutionSpace, class IdsView>
+void fill_iota(const ExecutionSpace& space, const IdsView& ids, int n) {
+  Kokkos::parallel_for(
+      "kfmm::Solver::node_ids", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(const int i) { ids(i) = i; });
+}
+
+/// Compacts the internal nodes (num_children > 0) in id order into `internal` and writes
+/// before(i) = number of internal nodes with id < i, for i = 0..n.
+template <class ExecutionSpace, class ChildrenView, class IntView>
+void compact_internal_nodes(const ExecutionSpace& space, const ChildrenView& num_children, int n,
+                            const IntView& internal, const IntView& before) {
+  Kokkos::parallel_scan(
+      "kfmm::Solver::internal_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(const int i, int& count, const bool final) {
+        const int is_internal = num_children(i) > 0 ? 1 : 0;
+        if (final) {
+          before(i) = count;
+          if (is_internal) internal(count) = i;
+          if (i == n - 1) before(n) = count + is_internal;
+        }
+        count += is_internal;
+      });
+}
+
+/// out(l) = before(level_offsets(l)) for l = 0..levels.
+template <class ExecutionSpace, class IntView>
+void gather_offsets(const ExecutionSpace& space, const IntView& before, const IntView& level_offsets,
+                    const IntView& out, int levels) {
+  Kokkos::parallel_for(
+      "kfmm::Solver::internal_offsets", Kokkos::RangePolicy<ExecutionSpace>(space, 0, levels + 1),
+      KOKKOS_LAMBDA(const int l) { out(l) = before(level_offsets(l)); });
+}
+
+/// out(s) = in(perm(s)) (masses into the tree's order).
+template <class ExecutionSpace, class PermView, class InView, class OutView>
+void gather_by_permutation(const ExecutionSpace& space, const PermView& perm, const InView& in,
+                           const OutView& out, int n) {
+  Kokkos::parallel_for(
+      "kfmm::Solver::gather_masses", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(const int s) { out(s) = in(perm(s)); });
+}
+
+/// Zeroes the sorted accelerations and potentials.
+template <class ExecutionSpace, class AccView, class PotView>
+void zero_outputs(const ExecutionSpace& space, const AccView& acc, const PotView& pot, int n) {
+  using Real = typename PotView::non_const_value_type;
+  Kokkos::parallel_for(
+      "kfmm::Solver::zero", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int s) {
+        acc(s, 0) = Real(0);
+        acc(s, 1) = Real(0);
+        acc(s, 2) = Real(0);
+        pot(s) = Real(0);
+      });
+}
+
+/// accelerations(perm(s)) = acc(s), potentials(perm(s)) = pot(s) (potentials skipped when empty).
+/// (Both multiplied by acc_scale and pot_scale, the undoing of a length rescaling; exact for powers of 2.)
+template <class ExecutionSpace, class PermView, class AccIn, class PotIn, class AccOut, class PotOut>
+void scatter_by_permutation(const ExecutionSpace& space, const PermView& perm, const AccIn& acc,
+                            const PotIn& pot, const AccOut& accelerations, const PotOut& potentials, int n,
+                            double acc_scale, double pot_scale) {
+  using Real = typename AccOut::non_const_value_type;
+  const bool with_potentials = potentials.extent(0) > 0;
+  const bool scaled = acc_scale != 1.0 || pot_scale != 1.0;
+  const Real sa = static_cast<Real>(acc_scale), sp = static_cast<Real>(pot_scale);
+  Kokkos::parallel_for(
+      "kfmm::Solver::scatter", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int s) {
+        const int i = perm(s);
+        if (scaled) {
+          accelerations(i, 0) = acc(s, 0) * sa;
+          accelerations(i, 1) = acc(s, 1) * sa;
+          accelerations(i, 2) = acc(s, 2) * sa;
+          if (with_potentials) potentials(i) = pot(s) * sp;
+        } else {
+          accelerations(i, 0) = acc(s, 0);
+          accelerations(i, 1) = acc(s, 1);
+          accelerations(i, 2) = acc(s, 2);
+          if (with_potentials) potentials(i) = pot(s);
+        }
+      });
+}
+
+/// Particle-particle interactions of a near list (self pairs n (n - 1)).
+template <class ExecutionSpace, class List, class RangesView>
+long long count_p2p_interactions(const ExecutionSpace& space, const List& near, const RangesView& ranges) {
+  long long total = 0;
+  const auto targets = near.targets;
+  const auto offsets = near.offsets;
+  const auto sources = near.sources;
+  Kokkos::parallel_reduce(
+      "kfmm::Solver::count_p2p", Kokkos::RangePolicy<ExecutionSpace>(space, 0, near.num_rows()),
+      KOKKOS_LAMBDA(const int r, long long& sum) {
+        const int t = targets(r);
+        const long long nt = ranges(t, 1) - ranges(t, 0);
+        for (int k = offsets(r); k < offsets(r + 1); ++k) {
+          const int src = sources(k);
+          sum += src == t ? nt * (nt - 1) : nt * (ranges(src, 1) - ranges(src, 0));
+        }
+      },
+      total);
+  return total;
+}
+
+}  // namespace detail
+
+/// Fast multipole solver for softened gravity on `ExecutionSpace` in precision `Real` (float or double).
+/// Not thread-safe: one solver per host thread (or per execution space instance).
+template <class ExecutionSpace = Kokkos::DefaultExecutionSpace, class Real = double>
+class Solver {
+  static_assert(std::is_same_v<Real, float> || std::is_same_v<Real, double>,
+                "kfmm::Solver: Real is float or double");
+
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using real_type = Real;
+  /// Input positions (n, 3) and masses (n): any non-const View of the same type converts.
+  using const_positions_type = Kokkos::View<const Real* [3], memory_space>;
+  using const_masses_type = Kokkos::View<const Real*, memory_space>;
+  /// Outputs: accelerations (n, 3), potentials (n); an empty potentials View skips the potentials.
+  using accelerations_type = Kokkos::View<Real* [3], memory_space>;
+  using potentials_type = Kokkos::View<Real*, memory_space>;
+
+  /// Validates `options` and chooses the order and theta (throws kfmm::Error when the options are
+  /// invalid or the tolerance is below the precision floor of Real). Allocates nothing yet.
+  explicit Solver(const Options& options = Options(), const ExecutionSpace& space = ExecutionSpace())
+      : space_(space) {
+    set_options(options);
+  }
+
+  /// Replaces the options (and so the chosen parameters); the next evaluation rebuilds everything.
+  void set_options(const Options& options) {
+    options.validate();
+    const double floor = precision_floor<Real>();
+    if (!options.explicit_parameters()) {
+      require(options.tolerance >= floor, "Options::tolerance = ", options.tolerance,
+              " is below the precision floor ", floor, " of ", sizeof(Real) == 4 ? "float" : "double",
+              sizeof(Real) == 4 ? " (use double)" : "");
+    }
+    const ParameterChoice choice = choose_parameters(options.tolerance, options.order, options.theta, floor,
+                                                     highest_automatic_order<Real>());
+    options_ = options;
+    order_ = choice.order;
+    theta_ = choice.theta;
+    leaf_size_ = options.leaf_size > 0 ? options.leaf_size : choice.leaf_size;
+    predicted_error_ = choice.predicted_error;
+    // Explicit (p, theta): keep the softening error below the truncation error the calibration predicts
+    // for them; tolerance mode: below the requested tolerance.
+    const double soft_tol =
+        options.explicit_parameters() ? std::max(choice.predicted_error, floor) : options.tolerance;
+    min_separation_ = softening_min_separation(options.softening, soft_tol);
+    has_tree_ = false;
+  }
+
+  const Options& options() const { return options_; }
+  /// Expansion order p in use.
+  int chosen_order() const { return order_; }
+  /// Opening angle theta in use.
+  double chosen_theta() const { return theta_; }
+  /// Leaf size in use.
+  int chosen_leaf_size() const { return leaf_size_; }
+  /// Smallest particle distance of a far (expansion) pair, from the softening and the tolerance.
+  double min_separation() const { return min_separation_; }
+  /// Calibrated worst-case relative L2 acceleration error for the chosen (p, theta).
+  double predicted_error() const { return predicted_error_; }
+  /// Statistics of the last evaluation.
+  const Statistics& statistics() const { return stats_; }
+  const ExecutionSpace& space() const { return space_; }
+
+  /// Accelerations and potentials of every particle from all others, in the caller's order:
+  ///   a_i = -G sum_{j != i} m_j (x_i - x_j) (r^2 + eps^2)^(-3/2),
+  ///   phi_i = -G sum_{j != i} m_j (r^2 + eps^2)^(-1/2).
+  /// `positions` (n, 3) and `masses` (n) are read; `accelerations` (n, 3) and `potentials` (n, or
+  /// empty to skip) are overwritten. All Views live in ExecutionSpace::memory_space. Builds the tree
+  /// and the interaction lists, kept for reevaluate(). Throws kfmm::Error for mismatched sizes and
+  /// NaN/Inf inputs (naming the first such particle).
+  void evaluate(const const_positions_type& positions, const const_masses_type& masses,
+                const accelerations_type& accelerations, const potentials_type& potentials) {
+    Kokkos::Timer total;
+    check_sizes(positions.extent(0), masses.extent(0), accelerations, potentials);
+    begin_stats(static_cast<int>(positions.extent(0)), true);
+    Clock clock(*this);
+    const int n = static_cast<int>(positions.extent(0));
+    has_tree_ = false;
+    if (n == 0) {
+      tree_ = Octree_();
+      finish_stats(total);
+      return;
+    }
+    // Bounding box and NaN/Inf check in one reduction.
+    const detail::SolverBox box = detail::bounding_box(space_, positions, masses);
+    if (box.first_bad < n) report_non_finite(masses, box.first_bad);
+    // Lengths are rescaled by a power of two (exact) when the extent is far from 1, so the solid
+    // harmonics (r^n and r^-(n+1) up to n = 2p + 1) neither overflow nor underflow in any unit system.
+    double extent = 0;
+    for (int d = 0; d < 3; ++d) extent = std::max(extent, box.hi[d] - box.lo[d]);
+    int e = 0;
+    if (extent > 0) std::frexp(extent, &e);
+    scale_ = (e > 4 || e < -3) ? std::ldexp(1.0, -e) : 1.0;
+    const_positions_type x = positions;
+    if (scale_ != 1.0) {
+      if (static_cast<int>(scaled_positions_.extent(0)) != n) {
+        scaled_positions_ = Kokkos::View<Real* [3], memory_space>();
+        scaled_positions_ = Kokkos::View<Real* [3], memory_space>(
+            Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::scaled_positions"), n);
+      }
+      detail::scale_positions(space_, positions, scaled_positions_, scale_, n);
+      x = scaled_positions_;
+    }
+    stats_.length_scale = scale_;
+    clock.stop(Stage::check);
+    build_octree(space_, x, masses, leaf_size_, tree_, tree_workspace_);
+    clock.stop(Stage::tree);
+    WalkOptions walk;
+    walk.theta = theta_;
+    walk.min_separation = min_separation_ * scale_;
+    lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
+    prepare_levels();
+    clock.stop(Stage::walk);
+    has_tree_ = true;
+    run_expansions(tree_.masses, accelerations, potentials, clock);
+    finish_stats(total);
+  }
+
+  /// Same as evaluate() for new masses on the positions of the last evaluate(), reusing the tree and
+  /// the interaction lists (the expansion centres stay those of the first masses). Throws kfmm::Error
+  /// when there was no evaluate() or the number of particles differs.
+  void reevaluate(const const_masses_type& masses, const accelerations_type& accelerations,
+                  const potentials_type& potentials) {
+    Kokkos::Timer total;
+    require(has_tree_ || (evaluations_ > 0 && stats_.num_particles == 0),
+            "Solver::reevaluate: call evaluate() first (no tree to reuse)");
+    const int n = tree_.num_particles;
+    check_sizes(static_cast<std::size_t>(n), masses.extent(0), accelerations, potentials);
+    begin_stats(n, false);
+    Clock clock(*this);
+    if (n == 0) {
+      finish_stats(total);
+      return;
+    }
+    const int bad = detail::first_non_finite(space_, const_positions_type(), masses);
+    if (bad < n) report_non_finite(masses, bad);
+    stats_.length_scale = scale_;
+    clock.stop(Stage::check);
+    if (static_cast<int>(masses_sorted_.extent(0)) != n) {
+      masses_sorted_ = Kokkos::View<Real*, memory_space>(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::masses_sorted"), n);
+    }
+    detail::gather_by_permutation(space_, tree_.permutation, masses, masses_sorted_, n);
+    run_expansions(masses_sorted_, accelerations, potentials, clock);
+    finish_stats(total);
+  }
+
+ private:
+  using Octree_ = Octree<ExecutionSpace, Real>;
+  using Lists_ = InteractionLists<memory_space>;
+  using IntView = Kokkos::View<int*, memory_space>;
+
+  /// Accumulates stage times when Options::timing is on (fencing at each stop), else does nothing.
+  struct Clock {
+    Solver& solver;
+    Kokkos::Timer timer;
+    explicit Clock(Solver& s) : solver(s) {}
+    void stop(Stage stage) {
+      if (!solver.options_.timing) return;
+      solver.space_.fence();
+      solver.stats_.seconds[static_cast<int>(stage)] += timer.seconds();
+      timer.reset();
+    }
+  };
+
+  void check_sizes(std::size_t n, std::size_t n_masses, const accelerations_type& accelerations,
+                   const potentials_type& potentials) const {
+    require(n <= static_cast<std::size_t>(2147483646), "Solver: ", n,
+            " particles exceed the int index range");
+    require(n_masses == n, "Solver: masses has ", n_masses, " entries, positions ", n);
+    require(accelerations.extent(0) == n, "Solver: accelerations has ", accelerations.extent(0),
+            " rows, expected ", n);
+    require(potentials.extent(0) == n || potentials.extent(0) == 0, "Solver: potentials has ",
+            potentials.extent(0), " entries, expected ", n, " (or an empty View to skip them)");
+  }
+
+  void begin_stats(int n, bool rebuild) {
+    const long long evaluations = stats_.evaluations;
+    if (rebuild) {
+      stats_ = Statistics();
+    } else {
+      stats_.seconds = {};
+      stats_.p2p_interactions = -1;
+    }
+    stats_.evaluations = evaluations;
+    stats_.order = order_;
+    stats_.theta = theta_;
+    stats_.leaf_size = leaf_size_;
+    stats_.min_separation = min_separation_;
+    stats_.parameters_from_tolerance = !options_.explicit_parameters();
+    stats_.tolerance = options_.tolerance;
+    stats_.predicted_error = predicted_error_;
+    stats_.num_particles = n;
+    stats_.tree_rebuilt = rebuild;
+    stats_.timed = options_.timing;
+  }
+
+  void finish_stats(const Kokkos::Timer& total) {
+    if (options_.timing) space_.fence();
+    stats_.total_seconds = total.seconds();
+    ++stats_.evaluations;
+    ++evaluations_;
+  }
+
+  /// Throws kfmm::Error naming particle `bad`, whose position or mass is NaN or infinite.
+  [[noreturn]] void report_non_finite(const const_masses_type& masses, int bad) {
+    auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(masses, bad));
+    const bool mass_bad = !std::isfinite(static_cast<double>(m()));
+    throw Error(detail::concat("Solver: ", mass_bad ? "the mass" : "the position", " of particle ", bad,
+                               " is NaN or infinite"));
+  }
+
+  /// Resizes a rank-1 buffer to at least n entries (growing by 1/4 to avoid reallocating every step)
+  /// and returns its first n entries.
+  IntView slice(IntView& storage, int n, const char* label) {
+    if (static_cast<int>(storage.extent(0)) < n) {
+      storage = IntView();
+      storage = IntView(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, std::string(label)),
+                        n + n / 4 + 16);
+    }
+    return Kokkos::subview(storage, std::make_pair(0, n));
+  }
+
+  /// Per-level lists of internal nodes (for M2M) and node ids (for L2L) of the current tree.
+  void prepare_levels() {
+    const int num_nodes = tree_.num_nodes;
+    const int num_levels = tree_.num_levels;
+    node_ids_ = slice(node_ids_storage_, num_nodes, "kfmm::Solver::node_ids");
+    internal_nodes_ = slice(internal_storage_, num_nodes, "kfmm::Solver::internal_nodes");
+    const IntView before = slice(before_storage_, num_nodes + 1, "kfmm::Solver::internal_before");
+    detail::fill_iota(space_, node_ids_, num_nodes);
+    detail::compact_internal_nodes(space_, tree_.num_children, num_nodes, internal_nodes_, before);
+    // Internal-node offsets at the level boundaries (nodes are numbered level by level): one small copy.
+    const IntView offsets = slice(level_storage_, 2 * (num_levels + 1), "kfmm::Solver::level_offsets");
+    const IntView level_offsets = Kokkos::subview(offsets, std::make_pair(0, num_levels + 1));
+    const IntView internal_offsets =
+        Kokkos::subview(offsets, std::make_pair(num_levels + 1, 2 * (num_levels + 1)));
+    auto host = Kokkos::create_mirror_view(offsets);
+    for (int l = 0; l <= num_levels; ++l) host(l) = tree_.level_offsets[l];
+    Kokkos::deep_copy(space_, level_offsets, Kokkos::subview(host, std::make_pair(0, num_levels + 1)));
+    detail::gather_offsets(space_, before, level_offsets, internal_offsets, num_levels);
+    Kokkos::deep_copy(space_, host, offsets);
+    space_.fence();
+    internal_level_offsets_.assign(host.data() + num_levels + 1, host.data() + 2 * (num_levels + 1));
+
+    stats_.num_nodes = num_nodes;
+    stats_.num_leaves = tree_.num_leaves;
+    stats_.num_levels = num_levels;
+    stats_.far_pairs = lists_.far.num_pairs();
+    stats_.near_pairs = lists_.near.num_pairs();
+  }
+
+  /// P2M .. P2P and the scatter into the caller's order, on the current tree and lists, for masses in
+  /// the tree's order.
+  void run_expansions(const Kokkos::View<const Real*, memory_space>& masses_sorted,
+                      const accelerations_type& accelerations, const potentials_type& potentials,
+                      Clock& clock) {
+    const int n = tree_.num_particles;
+    const int num_nodes = tree_.num_nodes;
+    const int ncoef = num_coefficients(order_);
+    if (static_cast<int>(acc_sorted_.extent(0)) != n) {
+      acc_sorted_ = Kokkos::View<Real* [3], memory_space>();
+      acc_sorted_ = Kokkos::View<Real* [3], memory_space>(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::accelerations_sorted"), n);
+      pot_sorted_ = Kokkos::View<Real*, memory_space>(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::potentials_sorted"), n);
+    }
+    if (static_cast<int>(multipole_storage_.extent(0)) < num_nodes ||
+        static_cast<int>(multipole_storage_.extent(1)) != ncoef) {
+      const int rows = num_nodes + num_nodes / 4 + 16;
+      multipole_storage_ = Expansions();
+      local_storage_ = Expansions();
+      multipole_storage_ = Expansions(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::multipoles"), rows, ncoef);
+      local_storage_ = Expansions(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::locals"), rows, ncoef);
+    }
+    const Expansions multipoles =
+        Kokkos::subview(multipole_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
+    const Expansions locals = Kokkos::subview(local_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
+    detail::zero_outputs(space_, acc_sorted_, pot_sorted_, n);
+    Kokkos::deep_copy(space_, locals, Real(0));
+    clock.stop(Stage::gather);
+
+    const int p = order_;
+    const auto& t = tree_;
+    // Upward pass: P2M on the leaves, M2M level by level from the deepest parents up.
+    p2m(space_, p, t.positions, masses_sorted, t.ranges, t.leaves, t.centres, multipoles);
+    clock.stop(Stage::p2m);
+    for (int l = t.num_levels - 2; l >= 0; --l) {
+      const int b = internal_level_offsets_[l], e = internal_level_offsets_[l + 1];
+      if (e > b) {
+        m2m(space_, p, Kokkos::subview(internal_nodes_, std::make_pair(b, e)), t.first_child, t.num_children,
+            t.centres, multipoles);
+      }
+    }
+    clock.stop(Stage::m2m);
+    // Far field: M2L over the far list, L2L level by level down.
+    M2LOptions m2l_options;
+    m2l_options.lane = options_.m2l_lane;
+    m2l_options.deterministic = options_.deterministic;
+    m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options);
+    clock.stop(Stage::m2l);
+    for (int l = 1; l < t.num_levels; ++l) {
+      const int b = t.level_offsets[l], e = t.level_offsets[l + 1];
+      if (e > b)
+        l2l(space_, p, Kokkos::subview(node_ids_, std::make_pair(b, e)), t.parent, t.centres, locals);
+    }
+    clock.stop(Stage::l2l);
+    l2p(space_, p, options_.G, t.leaves, t.ranges, t.centres, locals, t.positions, acc_sorted_, pot_sorted_);
+    clock.stop(Stage::l2p);
+    P2POptions p2p_options;
+    p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
+    p2p_options.deterministic = options_.deterministic;
+    p2p(space_, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
+        acc_sorted_, pot_sorted_, p2p_options);
+    clock.stop(Stage::p2p);
+    if (options_.timing)
+      stats_.p2p_interactions = detail::count_p2p_interactions(space_, lists_.near, t.ranges);
+    // Back into the caller's order.
+    detail::scatter_by_permutation(space_, t.permutation, acc_sorted_, pot_sorted_, accelerations, potentials,
+                                   n, scale_ * scale_, scale_);
+    clock.stop(Stage::scatter);
+  }
+
+  using Expansions = ExpansionView<Real, memory_space>;
+
+  ExecutionSpace space_;
+  Options options_;
+  int order_ = 0;
+  double theta_ = 0;
+  int leaf_size_ = 0;
+  double predicted_error_ = 0;
+  double min_separation_ = 0;
+  Statistics stats_;
+  long long evaluations_ = 0;
+
+  bool has_tree_ = false;
+  Octree_ tree_;
+  Lists_ lists_;
+  OctreeWorkspace<memory_space> tree_workspace_;
+  WalkWorkspace<memory_space> walk_workspace_;
+  std::vector<int> internal_level_offsets_;
+  IntView node_ids_storage_, internal_storage_, before_storage_, level_storage_;
+  IntView node_ids_, internal_nodes_;
+  Kokkos::View<Real*, memory_space> masses_sorted_, pot_sorted_;
+  Kokkos::View<Real*[3], memory_space> acc_sorted_, scaled_positions_;
+  double scale_ = 1;  ///< positions are multiplied by this power of two before the tree is built
+  Expansions multipole_storage_, local_storage_;
+};
+
+}  // namespace kfmm

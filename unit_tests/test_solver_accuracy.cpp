@@ -1,0 +1,492 @@
+// kfmm::Solver against the O(N^2) direct sum: the tolerance holds on uniform, Plummer, clustered and
+// disc distributions, with softening and with charges of both signs; degenerate inputs (line, plane,
+// coincident points, 1e6 offsets, N = 0, 1, 2); the error falls monotonically with the order at fixed
+// theta; reevaluate for new masses; caller order, determinism and input errors.
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_template_test_macros.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends.hpp"
+#include "kfmm/kfmm.hpp"
+
+namespace {
+
+template <class Space, class Real>
+struct Problem {
+  using M = typename Space::memory_space;
+  Kokkos::View<Real*[3], M> x, a;
+  Kokkos::View<Real*, M> m, phi;
+  Kokkos::View<double* [3], M> a_ref;
+  Kokkos::View<double*, M> phi_ref;
+
+  explicit Problem(const kfmm::HostParticles& p) {
+    const int n = p.size();
+    x = Kokkos::View<Real* [3], M>("x", n);
+    a = Kokkos::View<Real* [3], M>("a", n);
+    m = Kokkos::View<Real*, M>("m", n);
+    phi = Kokkos::View<Real*, M>("phi", n);
+    a_ref = Kokkos::View<double* [3], M>("a_ref", n);
+    phi_ref = Kokkos::View<double*, M>("phi_ref", n);
+    auto xh = Kokkos::create_mirror_view(x);
+    auto mh = Kokkos::create_mirror_view(m);
+    for (int i = 0; i < n; ++i) {
+      for (int d = 0; d < 3; ++d) xh(i, d) = static_cast<Real>(p.positions(i, d));
+      mh(i) = static_cast<Real>(p.masses(i));
+    }
+    Kokkos::deep_copy(x, xh);
+    Kokkos::deep_copy(m, mh);
+  }
+  int size() const { return static_cast<int>(m.extent(0)); }
+
+  /// The fp64 direct sum of the (Real-rounded) particles.
+  void reference(double G, double softening) {
+    kfmm::direct_sum(Space(), x, m, G, softening, a_ref, phi_ref);
+  }
+
+  /// Relative L2 errors of accelerations and potentials against the reference.
+  std::pair<double, double> errors() const {
+    auto ah = kfmm_test::to_host(a);
+    auto ph = kfmm_test::to_host(phi);
+    auto rh = kfmm_test::to_host(a_ref);
+    auto qh = kfmm_test::to_host(phi_ref);
+    long double num = 0, den = 0, pnum = 0, pden = 0;
+    for (int i = 0; i < size(); ++i) {
+      for (int d = 0; d < 3; ++d) {
+        REQUIRE(std::isfinite(static_cast<double>(ah(i, d))));
+        const long double e = static_cast<long double>(ah(i, d)) - rh(i, d);
+        num += e * e;
+        den += static_cast<long double>(rh(i, d)) * rh(i, d);
+      }
+      const long double e = static_cast<long double>(ph(i)) - qh(i);
+      pnum += e * e;
+      pden += static_cast<long double>(qh(i)) * qh(i);
+    }
+    return {den > 0 ? static_cast<double>(std::sqrt(num / den)) : static_cast<double>(std::sqrt(num)),
+            pden > 0 ? static_cast<double>(std::sqrt(pnum / pden)) : static_cast<double>(std::sqrt(pnum))};
+  }
+};
+
+template <class Space, class Real = double>
+std::pair<double, double> solve_and_compare(const kfmm::HostParticles& p, const kfmm::Options& options,
+                                            kfmm::Statistics* stats = nullptr) {
+  Problem<Space, Real> prob(p);
+  kfmm::Solver<Space, Real> solver(options);
+  solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  if (stats) *stats = solver.statistics();
+  prob.reference(options.G, options.softening);
+  return prob.errors();
+}
+
+kfmm::HostParticles with_random_masses(kfmm::HostParticles p, std::uint64_t seed, bool mixed_signs) {
+  kfmm::Random rng(seed);
+  for (int i = 0; i < p.size(); ++i) {
+    p.masses(i) = (mixed_signs ? rng.uniform(-1.0, 1.0) : rng.uniform(0.1, 1.0)) / p.size();
+  }
+  return p;
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("Solver meets the tolerance on the calibration distributions", "[solver][accuracy]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  for (auto dist : {kfmm::Distribution::uniform, kfmm::Distribution::plummer, kfmm::Distribution::clustered,
+                    kfmm::Distribution::disc}) {
+    const auto particles = kfmm::make_distribution(dist, 4000, 11);
+    for (double tol : {1e-2, 1e-4, 1e-6, 1e-8, 1e-10}) {
+      kfmm::Options o;
+      o.tolerance = tol;
+      o.timing = true;
+      kfmm::Statistics s;
+      const auto [err, perr] = solve_and_compare<Space>(particles, o, &s);
+      INFO(kfmm::to_string(dist) << " tolerance " << tol << ": p = " << s.order << ", theta = " << s.theta
+                                 << ", leaf " << s.leaf_size << ", error " << err << ", potential error "
+                                 << perr << ", far pairs " << s.far_pairs);
+      CHECK(err <= tol);
+      CHECK(perr <= tol);
+      CHECK(s.parameters_from_tolerance);
+      CHECK(s.p2p_interactions >= 0);
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("Solver meets the tolerance with softening and charges of both signs",
+                        "[solver][accuracy]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  const auto plummer = kfmm::make_distribution(kfmm::Distribution::plummer, 3000, 5);
+  for (double eps : {1e-3, 1e-2, 0.1}) {
+    for (double tol : {1e-3, 1e-6}) {
+      kfmm::Options o;
+      o.tolerance = tol;
+      o.softening = eps;
+      kfmm::Statistics s;
+      const auto [err, perr] = solve_and_compare<Space>(plummer, o, &s);
+      INFO("softening " << eps << " tolerance " << tol << ": margin " << s.min_separation << ", error "
+                        << err);
+      CHECK(err <= tol);
+      CHECK(s.min_separation > eps);
+    }
+  }
+  // Laplace charges of both signs, G != 1.
+  const auto charges =
+      with_random_masses(kfmm::make_distribution(kfmm::Distribution::clustered, 3000, 6), 9, true);
+  for (double tol : {1e-3, 1e-7}) {
+    kfmm::Options o;
+    o.tolerance = tol;
+    o.G = -2.5;
+    const auto [err, perr] = solve_and_compare<Space>(charges, o);
+    INFO("charges, tolerance " << tol << ": error " << err);
+    CHECK(err <= tol);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("Solver handles degenerate inputs", "[solver][accuracy]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  const int n = 1500;
+  kfmm::Random rng(3);
+  kfmm::HostParticles line(n), plane(n), coincident(n), offset(n);
+  for (int i = 0; i < n; ++i) {
+    line.positions(i, 0) = rng.uniform();  // on the x axis
+    plane.positions(i, 0) = rng.uniform();
+    plane.positions(i, 1) = rng.uniform();  // z = 0
+    // A third of the particles at one point, a third at another, the rest around them.
+    const int group = i % 3;
+    for (int d = 0; d < 3; ++d) {
+      coincident.positions(i, d) = group == 0 ? 0.25 : group == 1 ? 0.75 : rng.uniform();
+      offset.positions(i, d) = 1e6 + rng.uniform();
+    }
+    line.masses(i) = plane.masses(i) = coincident.masses(i) = offset.masses(i) = 1.0 / n;
+  }
+  for (double tol : {1e-4, 1e-8}) {
+    kfmm::Options o;
+    o.tolerance = tol;
+    for (const auto* p : {&line, &plane, &offset}) {
+      const auto [err, perr] = solve_and_compare<Space>(*p, o);
+      INFO((p == &line    ? "line"
+            : p == &plane ? "plane"
+                          : "offset 1e6")
+           << " tolerance " << tol << ": error " << err);
+      CHECK(err <= tol);
+    }
+    // Coincident particles: softened (finite forces), and unsoftened (coincident pairs contribute nothing).
+    o.softening = 1e-2;
+    auto [err, perr] = solve_and_compare<Space>(coincident, o);
+    INFO("coincident, softened, tolerance " << tol << ": error " << err);
+    CHECK(err <= tol);
+    o.softening = 0;
+    std::tie(err, perr) = solve_and_compare<Space>(coincident, o);
+    INFO("coincident, unsoftened, tolerance " << tol << ": error " << err);
+    CHECK(err <= tol);
+  }
+  // N = 0, 1, 2.
+  kfmm::Options o;
+  o.tolerance = 1e-6;
+  {
+    Problem<Space, double> prob{kfmm::HostParticles(0)};
+    kfmm::Solver<Space, double> solver(o);
+    solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+    CHECK(solver.statistics().num_particles == 0);
+    solver.reevaluate(prob.m, prob.a, prob.phi);
+  }
+  {
+    kfmm::HostParticles one(1);
+    one.positions(0, 0) = 3;
+    one.masses(0) = 2;
+    Problem<Space, double> prob(one);
+    Kokkos::deep_copy(prob.a, 7.0);
+    Kokkos::deep_copy(prob.phi, 7.0);
+    kfmm::Solver<Space, double> solver(o);
+    solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+    auto ah = kfmm_test::to_host(prob.a);
+    auto ph = kfmm_test::to_host(prob.phi);
+    CHECK(ah(0, 0) == 0.0);
+    CHECK(ah(0, 1) == 0.0);
+    CHECK(ah(0, 2) == 0.0);
+    CHECK(ph(0) == 0.0);
+  }
+  {
+    kfmm::HostParticles two(2);
+    two.positions(1, 0) = 2;
+    two.masses(0) = 1;
+    two.masses(1) = 3;
+    Problem<Space, double> prob(two);
+    kfmm::Options g = o;
+    g.G = 0.5;
+    kfmm::Solver<Space, double> solver(g);
+    solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+    auto ah = kfmm_test::to_host(prob.a);
+    auto ph = kfmm_test::to_host(prob.phi);
+    // a_0 = -G m_1 (x_0 - x_1) / r^3 = 0.5 * 3 * 2 / 8; phi_0 = -G m_1 / r.
+    CHECK(ah(0, 0) == Catch::Approx(0.375).epsilon(1e-14));
+    CHECK(ah(1, 0) == Catch::Approx(-0.125).epsilon(1e-14));
+    CHECK(ph(0) == Catch::Approx(-0.75).epsilon(1e-14));
+    CHECK(ph(1) == Catch::Approx(-0.25).epsilon(1e-14));
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("Solver results do not depend on the unit of length", "[solver][accuracy]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  // Solid harmonics up to degree 2p+1 overflow or underflow in raw metres-for-galaxies units; the
+  // solver rescales lengths by powers of two, so results scale exactly.
+  const auto unit = kfmm::make_distribution(kfmm::Distribution::clustered, 2000, 61);
+  kfmm::Options o;
+  o.order = 12;
+  o.theta = 0.5;
+  o.softening = 1e-3;
+  Problem<Space, double> base(unit);
+  kfmm::Solver<Space, double> solver(o);
+  solver.evaluate(base.x, base.m, base.a, base.phi);
+  CHECK(solver.statistics().length_scale == 1.0);
+  auto a0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), base.a);
+  auto p0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), base.phi);
+  base.reference(o.G, o.softening);
+  const double err0 = base.errors().first;
+  CHECK(err0 < 1e-6);
+  for (int e : {60, -40}) {
+    const double s = std::ldexp(1.0, e);
+    kfmm::HostParticles scaled = unit;
+    scaled.positions = Kokkos::View<double* [3], Kokkos::HostSpace>("scaled", unit.size());
+    for (int i = 0; i < unit.size(); ++i) {
+      for (int d = 0; d < 3; ++d) scaled.positions(i, d) = unit.positions(i, d) * s;
+    }
+    Problem<Space, double> big(scaled);
+    kfmm::Options os = o;
+    os.softening = o.softening * s;
+    kfmm::Solver<Space, double> solver2(os);
+    solver2.evaluate(big.x, big.m, big.a, big.phi);
+    INFO("lengths times 2^" << e);
+    // A power of two that brings the extent (about 1 here) back near 1.
+    const double internal = solver2.statistics().length_scale * s;
+    CHECK(internal >= 1.0 / 16);
+    CHECK(internal <= 1.0);
+    int exponent = 0;
+    CHECK(std::frexp(solver2.statistics().length_scale, &exponent) == 0.5);
+    auto a1 = kfmm_test::to_host(big.a);
+    auto p1 = kfmm_test::to_host(big.phi);
+    // The rescaling is by powers of two, so results agree to round-off (bitwise, unless a kernel
+    // has a scale-dependent constant such as a radius floor).
+    for (int i = 0; i < unit.size(); ++i) {
+      for (int d = 0; d < 3; ++d)
+        REQUIRE(a1(i, d) * (s * s) == Catch::Approx(a0(i, d)).epsilon(1e-12).margin(1e-300));
+      REQUIRE(p1(i) * s == Catch::Approx(p0(i)).epsilon(1e-12));
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("Solver error falls monotonically with the order at fixed theta",
+                        "[solver][accuracy]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  for (auto [dist, theta] :
+       {std::pair{kfmm::Distribution::plummer, 0.4}, std::pair{kfmm::Distribution::uniform, 0.7}}) {
+    const auto particles = kfmm::make_distribution(dist, 2000, 21);
+    double last = std::numeric_limits<double>::infinity();
+    double first = 0;
+    for (int p = 0; p <= 12; ++p) {
+      kfmm::Options o;
+      o.order = p;
+      o.theta = theta;
+      o.leaf_size = 16;
+      const double err = solve_and_compare<Space>(particles, o).first;
+      INFO(kfmm::to_string(dist) << " theta " << theta << " p " << p << ": error " << err << " (previous "
+                                 << last << ")");
+      if (p == 0) first = err;
+      // About the centre of mass the dipole vanishes: p = 1 equals p = 0 (up to round-off).
+      if (p == 1) {
+        CHECK(err <= last * (1 + 1e-6));
+      } else if (last > 1e-12) {
+        CHECK(err < last);
+      } else {
+        CHECK(err < 1e-11);  // round-off floor of double
+      }
+      last = err;
+    }
+    CHECK(last < first * std::pow(theta, 8));
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("Solver reevaluates new masses on the same tree", "[solver][api]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  const auto base = kfmm::make_distribution(kfmm::Distribution::clustered, 3000, 31);
+  Problem<Space, double> prob(base);
+  kfmm::Options o;
+  o.tolerance = 1e-7;
+  kfmm::Solver<Space, double> solver(o);
+  CHECK_THROWS_AS(solver.reevaluate(prob.m, prob.a, prob.phi), kfmm::Error);
+  solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  const kfmm::Statistics first = solver.statistics();
+  CHECK(first.tree_rebuilt);
+  // New masses, both signs.
+  const auto charged = with_random_masses(base, 4, true);
+  Problem<Space, double> other(charged);
+  solver.reevaluate(other.m, prob.a, prob.phi);
+  CHECK_FALSE(solver.statistics().tree_rebuilt);
+  CHECK(solver.statistics().far_pairs == first.far_pairs);
+  Kokkos::deep_copy(prob.m, other.m);
+  prob.reference(o.G, o.softening);
+  const auto [err, perr] = prob.errors();
+  INFO("reevaluate error " << err);
+  CHECK(err <= o.tolerance);
+  // Wrong size.
+  Kokkos::View<double*, typename Space::memory_space> short_masses("m", 10);
+  CHECK_THROWS_AS(solver.reevaluate(short_masses, prob.a, prob.phi), kfmm::Error);
+}
+
+TEMPLATE_LIST_TEST_CASE("Solver is deterministic and keeps the caller's order", "[solver][api]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  const auto particles = kfmm::make_distribution(kfmm::Distribution::plummer, 2500, 41);
+  Problem<Space, double> prob(particles);
+  kfmm::Options o;
+  o.tolerance = 1e-5;
+  kfmm::Solver<Space, double> solver(o);
+  solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  auto a1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prob.a);
+  solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  auto a2 = kfmm_test::to_host(prob.a);
+  for (int i = 0; i < prob.size(); ++i) {
+    for (int d = 0; d < 3; ++d) REQUIRE(a1(i, d) == a2(i, d));
+  }
+  // Reversing the input order reverses the output order (up to the summation order of the sums).
+  kfmm::HostParticles reversed(prob.size());
+  for (int i = 0; i < prob.size(); ++i) {
+    const int j = prob.size() - 1 - i;
+    for (int d = 0; d < 3; ++d) reversed.positions(j, d) = particles.positions(i, d);
+    reversed.masses(j) = particles.masses(i);
+  }
+  Problem<Space, double> rev(reversed);
+  kfmm::Solver<Space, double> solver2(o);
+  solver2.evaluate(rev.x, rev.m, rev.a, rev.phi);
+  auto a3 = kfmm_test::to_host(rev.a);
+  for (int i = 0; i < prob.size(); ++i) {
+    for (int d = 0; d < 3; ++d)
+      CHECK(a3(prob.size() - 1 - i, d) == Catch::Approx(a1(i, d)).epsilon(1e-9).margin(1e-12));
+  }
+  // Potentials may be skipped.
+  solver.evaluate(prob.x, prob.m, prob.a, Kokkos::View<double*, typename Space::memory_space>());
+}
+
+TEMPLATE_LIST_TEST_CASE("Solver rejects bad inputs with clear messages", "[solver][api]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using Catch::Matchers::ContainsSubstring;
+  const auto particles = kfmm::make_distribution(kfmm::Distribution::uniform, 100, 1);
+  Problem<Space, double> prob(particles);
+  kfmm::Solver<Space, double> solver;
+  auto expect_error = [&](const std::string& what) {
+    try {
+      solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+      FAIL("no error for " << what);
+    } catch (const kfmm::Error& e) {
+      CHECK_THAT(std::string(e.what()), ContainsSubstring(what));
+    }
+  };
+  auto xh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prob.x);
+  xh(42, 1) = std::numeric_limits<double>::quiet_NaN();
+  Kokkos::deep_copy(prob.x, xh);
+  expect_error("position of particle 42 is NaN or infinite");
+  xh(42, 1) = 0.5;
+  Kokkos::deep_copy(prob.x, xh);
+  auto mh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prob.m);
+  mh(7) = std::numeric_limits<double>::infinity();
+  Kokkos::deep_copy(prob.m, mh);
+  expect_error("mass of particle 7 is NaN or infinite");
+  Kokkos::View<double* [3], typename Space::memory_space> short_acc("a", 99);
+  CHECK_THROWS_AS(solver.evaluate(prob.x, prob.m, short_acc, prob.phi), kfmm::Error);
+  // Invalid options and tolerances below the precision floor.
+  kfmm::Options bad;
+  bad.theta = 1.0;
+  CHECK_THROWS_AS((kfmm::Solver<Space, double>(bad)), kfmm::Error);
+  kfmm::Options tight;
+  tight.tolerance = 1e-13;
+  CHECK_THROWS_AS((kfmm::Solver<Space, double>(tight)), kfmm::Error);
+}
+
+// Float on the default backend only (each Solver instantiation costs compile time).
+TEST_CASE("Solver in float reaches its documented floor", "[solver][accuracy]") {
+  using Space = Kokkos::DefaultExecutionSpace;
+  const double floor = kfmm::precision_floor<float>();
+  for (auto dist : {kfmm::Distribution::plummer, kfmm::Distribution::clustered}) {
+    const auto particles = kfmm::make_distribution(dist, 4000, 51);
+    for (double tol : {1e-3, floor}) {
+      kfmm::Options o;
+      o.tolerance = 1e-7;  // below the float floor
+      CHECK_THROWS_AS((kfmm::Solver<Space, float>(o)), kfmm::Error);
+      o.tolerance = tol;
+      for (auto acc : {kfmm::Accumulation::working, kfmm::Accumulation::wide}) {
+        o.accumulation = acc;
+        kfmm::Statistics s;
+        const double err = solve_and_compare<Space, float>(particles, o, &s).first;
+        INFO(kfmm::to_string(dist) << " float, tolerance " << tol << ", accumulation " << kfmm::to_string(acc)
+                                   << ": p = " << s.order << ", theta = " << s.theta << ", error " << err);
+        CHECK(err <= tol);
+      }
+    }
+  }
+}
+
+namespace {
+
+/// Largest |E(t) - E(0)| / |E(0)| of a leapfrog run of a Plummer sphere with FMM or direct forces.
+template <class Space>
+double plummer_energy_error(bool fmm, double dt, int steps, double tolerance, double softening) {
+  using M = typename Space::memory_space;
+  const auto p = kfmm::plummer_sphere(1000, 8);
+  const int n = p.size();
+  Kokkos::View<double*[3], M> x("x", n), v("v", n), a("a", n);
+  Kokkos::View<double*, M> m("m", n), phi("phi", n);
+  Kokkos::deep_copy(x, p.positions);
+  Kokkos::deep_copy(v, p.velocities);
+  Kokkos::deep_copy(m, p.masses);
+  kfmm::Options o;
+  o.tolerance = tolerance;
+  o.softening = softening;
+  kfmm::Solver<Space, double> solver(o);
+  auto forces = [&] {
+    if (fmm) {
+      solver.evaluate(x, m, a, phi);
+    } else {
+      kfmm::direct_sum(Space(), x, m, 1.0, softening, a, phi);
+    }
+  };
+  forces();
+  if (fmm) REQUIRE(solver.statistics().far_pairs > 0);  // the far field takes part
+  const double e0 = kfmm::diagnostics(Space(), x, v, m, phi).total;
+  double worst = 0;
+  for (int s = 1; s <= steps; ++s) {
+    kfmm::kick(Space(), v, a, dt / 2);
+    kfmm::drift(Space(), x, v, dt);
+    forces();
+    kfmm::kick(Space(), v, a, dt / 2);
+    if (s % 4 == 0)
+      worst = std::max(worst, std::fabs(kfmm::diagnostics(Space(), x, v, m, phi).total - e0) / std::fabs(e0));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("A short Plummer run conserves energy within the leapfrog's error", "[solver][nbody]") {
+  using Space = Kokkos::DefaultExecutionSpace;
+  // Softening 0.02 and tolerance 1e-3 put the far field beyond 1.1 (the softening margin), so the
+  // outer halo interacts through expansions; dt resolves the softened encounters.
+  const double eps = 0.02, tol = 1e-3;
+  const double direct = plummer_energy_error<Space>(false, 1.0 / 128, 32, tol, eps);
+  const double fmm = plummer_energy_error<Space>(true, 1.0 / 128, 32, tol, eps);
+  const double fmm_fine = plummer_energy_error<Space>(true, 1.0 / 256, 64, tol, eps);
+  INFO("max |dE/E|: direct " << direct << ", fmm " << fmm << ", fmm at dt/2 " << fmm_fine);
+  CHECK(direct < 1e-4);
+  // The FMM's force errors add little to the integrator's own error ...
+  CHECK(std::fabs(fmm - direct) <= 0.2 * direct + 1e-7);
+  // ... and the error is the leapfrog's: second order in dt.
+  CHECK(fmm / fmm_fine > 3.0);
+  CHECK(fmm / fmm_fine < 5.0);
+}

@@ -1,0 +1,147 @@
+// Options validation, the tolerance -> (p, theta) rule and the softening margin.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "kfmm/drivers/options.hpp"
+#include "kfmm/drivers/tolerance.hpp"
+
+namespace {
+
+std::string error_of(const kfmm::Options& o) {
+  try {
+    o.validate();
+  } catch (const kfmm::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Options validation names the bad field", "[solver][options]") {
+  using Catch::Matchers::ContainsSubstring;
+  kfmm::Options ok;
+  CHECK(error_of(ok).empty());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double t : {0.0, 1.0, -0.5, 1.5, nan, inf}) {
+    kfmm::Options o;
+    o.theta = t;
+    CHECK_THAT(error_of(o), ContainsSubstring("theta") && ContainsSubstring("(0, 1)"));
+  }
+  for (int p : {-1, 17, 100}) {
+    kfmm::Options o;
+    o.order = p;
+    CHECK_THAT(error_of(o), ContainsSubstring("order") && ContainsSubstring("out of range"));
+  }
+  for (double tol : {0.0, -1e-6, 1.0, nan}) {
+    kfmm::Options o;
+    o.tolerance = tol;
+    CHECK_THAT(error_of(o), ContainsSubstring("tolerance"));
+  }
+  kfmm::Options o;
+  o.leaf_size = -1;
+  CHECK_THAT(error_of(o), ContainsSubstring("leaf_size"));
+  o = kfmm::Options();
+  o.softening = -1e-3;
+  CHECK_THAT(error_of(o), ContainsSubstring("softening"));
+  o.softening = inf;
+  CHECK_THAT(error_of(o), ContainsSubstring("softening"));
+  o = kfmm::Options();
+  o.G = nan;
+  CHECK_THAT(error_of(o), ContainsSubstring("G"));
+  o = kfmm::Options();
+  o.order = 16;
+  o.theta = 0.999;
+  o.G = -2;  // negative G (repulsive) is allowed
+  CHECK(error_of(o).empty());
+}
+
+TEST_CASE("The tolerance rule meets its own calibration at the lowest cost", "[solver][tolerance]") {
+  using namespace kfmm::detail::calibration;
+  constexpr int nt = sizeof(thetas) / sizeof(thetas[0]);
+  for (double tol = 1e-2; tol >= 1e-10; tol /= std::sqrt(10.0)) {
+    INFO("tolerance " << tol);
+    const kfmm::ParameterChoice c = kfmm::choose_parameters(tol);
+    CHECK(c.order >= 0);
+    CHECK(c.order <= kfmm::max_order);
+    CHECK(c.theta > 0);
+    CHECK(c.theta < 1);
+    CHECK(c.leaf_size >= 1);
+    CHECK(c.predicted_error * safety <= tol);
+    CHECK(c.predicted_error == kfmm::predicted_error(c.order, c.theta));
+    // Brute force: nothing admissible is cheaper.
+    const double chosen_cost = kfmm::relative_cost(c.order, c.theta);
+    for (int p = 0; p <= kfmm::max_order; ++p) {
+      for (int t = 0; t < nt; ++t) {
+        if (errors[p][t] * safety <= tol) CHECK(costs[p][t] >= chosen_cost);
+      }
+    }
+  }
+  // Tighter tolerances never predict a larger error.
+  double last = 1;
+  for (double tol = 1e-2; tol >= 1e-10; tol /= 10) {
+    const double e = kfmm::choose_parameters(tol).predicted_error;
+    CHECK(e <= last);
+    last = e;
+  }
+}
+
+TEST_CASE("The tolerance rule honours a fixed order or theta or fails loudly", "[solver][tolerance]") {
+  using Catch::Matchers::ContainsSubstring;
+  // Fixed order: theta chosen for it.
+  const auto c = kfmm::choose_parameters(1e-4, 6);
+  CHECK(c.order == 6);
+  CHECK(c.predicted_error * kfmm::detail::calibration::safety <= 1e-4);
+  // Fixed theta: order chosen for it.
+  const auto d = kfmm::choose_parameters(1e-6, std::nullopt, 0.5);
+  CHECK(d.theta == 0.5);
+  CHECK(d.predicted_error * kfmm::detail::calibration::safety <= 1e-6);
+  // Both: returned as given.
+  const auto e = kfmm::choose_parameters(1e-6, 3, 0.7);
+  CHECK(e.order == 3);
+  CHECK(e.theta == 0.7);
+  // Impossible requests.
+  try {
+    kfmm::choose_parameters(1e-9, 1);
+    FAIL("order 1 cannot reach 1e-9");
+  } catch (const kfmm::Error& err) {
+    CHECK_THAT(std::string(err.what()), ContainsSubstring("order = 1"));
+  }
+  try {
+    kfmm::choose_parameters(1e-8, std::nullopt, 0.95);
+    FAIL("theta 0.95 cannot reach 1e-8");
+  } catch (const kfmm::Error& err) {
+    CHECK_THAT(std::string(err.what()), ContainsSubstring("theta = 0.95"));
+  }
+  // Below the floor.
+  CHECK_THROWS_AS(kfmm::choose_parameters(1e-7, std::nullopt, std::nullopt, kfmm::precision_floor<float>()),
+                  kfmm::Error);
+  CHECK(kfmm::precision_floor<float>() > kfmm::precision_floor<double>());
+  CHECK(kfmm::precision_floor<double>() <= 1e-10);
+}
+
+TEST_CASE("The softening margin bounds the softened-unsoftened kernel difference", "[solver][tolerance]") {
+  CHECK(kfmm::softening_min_separation(0.0, 1e-6) == 0.0);
+  for (double eps : {1e-4, 1e-2, 0.3}) {
+    for (double tol : {1e-2, 1e-6, 1e-10}) {
+      const double fraction = 0.5;
+      const double r = kfmm::softening_min_separation(eps, tol, fraction);
+      REQUIRE(r > 0);
+      // Exact relative differences of acceleration and potential at and beyond the margin.
+      for (double x : {r, 1.5 * r, 10 * r}) {
+        const double acc = -std::expm1(-1.5 * std::log1p(eps * eps / (x * x)));
+        const double pot = -std::expm1(-0.5 * std::log1p(eps * eps / (x * x)));
+        CHECK(acc <= fraction * tol * (1 + 1e-9));
+        CHECK(pot <= fraction * tol);
+      }
+      // And not wastefully large: at 0.9 r the bound is exceeded by the first-order estimate.
+      const double x = 0.9 * r;
+      CHECK(1.5 * eps * eps / (x * x) > fraction * tol);
+    }
+  }
+}

@@ -27,7 +27,7 @@ Arguments declare_forces() {
       "precision\n"
       "(%.17g in fp64, %.9g in fp32). OUT.csv is replaced only when complete (written to a temporary file\n"
       "next to it and renamed).");
-  a.option("input", "IN.csv", "particles: CSV with header x,y,z,m (blank lines and # comments skipped)");
+  a.option("input", "IN.csv", "particles: CSV with header x,y,z,m (vx,vy,vz ignored; # comments skipped)");
   a.option("output", "OUT.csv", "results: CSV with header ax,ay,az,phi");
   a.option("tolerance", "EPS", "relative L2 error of the accelerations (default 1e-6; fp32: its floor)");
   a.option("order", "P", "expansion order 0..16 (with --theta: used as given)");
@@ -97,7 +97,8 @@ int run_forces(const Arguments& a) {
   check_writable(output);
 
   Kokkos::Timer timer;
-  const CsvTable table = read_csv(input, {"x", "y", "z", "m"});
+  // Velocity columns are accepted (and ignored) so that nbody snapshots work as input.
+  const CsvTable table = read_csv(input, {"x", "y", "z", "m"}, {"vx", "vy", "vz"});
   const double t_read = timer.seconds();
   const int n = static_cast<int>(table.rows());
   kfmm::HostParticles particles(n);
@@ -113,8 +114,8 @@ int run_forces(const Arguments& a) {
       for (int d = 0; d < 4; ++d) {
         const double v = d < 3 ? particles.positions(i, d) : particles.masses(i);
         if (std::fabs(v) > 3.0e38) {
-          throw InputError(input + ":" + std::to_string(table.lines[i]) + ": column '" + table.columns[d] +
-                           "' does not fit in fp32");
+          throw InputError(input + ":" + std::to_string(table.lines[i]) + ": column '" +
+                           std::string(1, d < 3 ? "xyz"[d] : 'm') + "' does not fit in fp32");
         }
       }
     }

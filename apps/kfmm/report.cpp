@@ -94,7 +94,7 @@ void ProgressBar::update(long long done, const std::string& note) {
 
 void ProgressBar::finish(const std::string& note) {
   if (!enabled_ || finished_) return;
-  draw(total_, note, true);
+  if (tty_ || last_decile_ != 10) draw(total_, note, true);
   if (tty_) std::fputc('\n', stderr);
   finished_ = true;
 }

@@ -101,6 +101,9 @@ case "$CASE" in
     printf '# one particle\nx,y,z,m\n0.5,0.5,0.5,3\n' > particles.csv
     run 0 forces --input particles.csv --output result.csv
     [ "$(sed -n 2p result.csv)" = "0,0,0,0" ] || fail "N = 1 output: $(sed -n 2p result.csv)"
+    printf 'x,y,z,m,vx,vy,vz\n0,0,0,1,5,5,5\n1,0,0,2,5,5,5\n' > particles.csv  # snapshots work as input
+    run 0 forces --input particles.csv --output result.csv --G 2
+    [ "$(sed -n 2p result.csv)" = "4,0,0,-4" ] || fail "snapshot input: $(sed -n 2p result.csv)"
     printf 'm,z,y,x\n1,0,0,0\n1,0,0,0\n' > particles.csv  # any column order; coincident, unsoftened
     run 0 forces --input particles.csv --output result.csv
     [ "$(sed -n 2p result.csv)" = "0,0,0,0" ] || fail "coincident pair: $(sed -n 2p result.csv)"
@@ -130,6 +133,8 @@ case "$CASE" in
     forces_rejects "particles.csv:4: column 'm'.*infinite"
     make_cloud 20; sed -i '6s/.*/0.1,0.2,1e999,1/' particles.csv
     forces_rejects "particles.csv:6: column 'z'.*out of range"
+    make_cloud 20; sed -i '5s/.*/0.1,0.2,1e39,1/' particles.csv
+    forces_rejects "particles.csv:5: column 'z' does not fit in fp32" --precision fp32
     make_cloud 20; sed -i '8s/.*/0.1,,0.3,1/' particles.csv
     forces_rejects "particles.csv:8: column 'y' is empty"
     make_cloud 20; sed -i '1d' particles.csv

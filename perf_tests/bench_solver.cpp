@@ -202,8 +202,8 @@ const Kokkos::View<double* [3], Kokkos::HostSpace>& reference(Input& in, double 
   Kokkos::View<double*[3], Memory> x("bench::x", n), a("bench::a_ref", nt);
   Kokkos::View<double*, Memory> m("bench::m", n), phi("bench::phi_ref", nt);
   Kokkos::View<int*, Memory> t("bench::targets", nt);
-  Kokkos::deep_copy(x, in.particles.positions);
-  Kokkos::deep_copy(m, in.particles.masses);
+  kfmm::copy_to(x, in.particles.positions);
+  kfmm::copy_to(m, in.particles.masses);
   auto th = Kokkos::create_mirror_view(t);
   for (int k = 0; k < nt; ++k) th(k) = in.targets[k];
   Kokkos::deep_copy(t, th);

@@ -447,9 +447,9 @@ double plummer_energy_error(bool fmm, double dt, int steps, double tolerance, do
   const int n = p.size();
   Kokkos::View<double*[3], M> x("x", n), v("v", n), a("a", n);
   Kokkos::View<double*, M> m("m", n), phi("phi", n);
-  Kokkos::deep_copy(x, p.positions);
-  Kokkos::deep_copy(v, p.velocities);
-  Kokkos::deep_copy(m, p.masses);
+  kfmm::copy_to(x, p.positions);
+  kfmm::copy_to(v, p.velocities);
+  kfmm::copy_to(m, p.masses);
   kfmm::Options o;
   o.tolerance = tolerance;
   o.softening = softening;

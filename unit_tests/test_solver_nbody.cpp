@@ -30,9 +30,9 @@ struct DeviceSystem {
     a = Kokkos::View<double* [3], M>("a", n);
     m = Kokkos::View<double*, M>("m", n);
     phi = Kokkos::View<double*, M>("phi", n);
-    Kokkos::deep_copy(x, p.positions);
-    Kokkos::deep_copy(v, p.velocities);
-    Kokkos::deep_copy(m, p.masses);
+    kfmm::copy_to(x, p.positions);
+    kfmm::copy_to(v, p.velocities);
+    kfmm::copy_to(m, p.masses);
     forces();
   }
   void forces() { kfmm::direct_sum(Space(), x, m, G, eps, a, phi); }

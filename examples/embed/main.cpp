@@ -1,5 +1,5 @@
 // A host program that embeds kfmm (built against the installed package, examples/embed/CMakeLists.txt):
-// forces of 100000 Plummer-sphere particles at a relative accuracy of 1e-6, on the default Kokkos device.
+// forces of 100000 Plummer-sphere particles at a relative accuracy of 1e-5, on the default Kokkos device.
 #include <kfmm/kfmm.hpp>
 
 #include <cstdio>
@@ -11,12 +11,12 @@ int main(int argc, char* argv[]) {
   const int n = stars.size();
   Kokkos::View<double*[3], Space::memory_space> x("x", n), a("a", n);
   Kokkos::View<double*, Space::memory_space> m("m", n), phi("phi", n);
-  Kokkos::deep_copy(x, stars.positions);
-  Kokkos::deep_copy(m, stars.masses);
+  kfmm::copy_to(x, stars.positions);
+  kfmm::copy_to(m, stars.masses);
 
   kfmm::Options options;
-  options.tolerance = 1e-6;  // relative L2 error of the accelerations; kfmm picks p and theta
-  options.softening = 1e-3;
+  options.tolerance = 1e-5;  // relative L2 error of the accelerations; kfmm picks p and theta
+  options.softening = 1e-4;  // the far field starts at softening * sqrt(3 / tolerance)
   kfmm::Solver<Space, double> solver(options);
   solver.evaluate(x, m, a, phi);  // a, phi in the same (caller's) order as x, m
 

@@ -82,6 +82,26 @@ struct HostParticles {
   int size() const { return static_cast<int>(masses.extent(0)); }
 };
 
+/// Copies a host View of particle data (n or n x 3, e.g. HostParticles::positions) into a View of any
+/// memory space, layout and real type (a plain deep_copy needs matching layouts: on CUDA, device Views
+/// of rank 2 default to LayoutLeft while host Views are LayoutRight).
+template <class Destination, class Source>
+void copy_to(const Destination& destination, const Source& source) {
+  static_assert(Destination::rank == Source::rank, "kfmm::copy_to: the Views must have the same rank");
+  require(destination.extent(0) == source.extent(0), "copy_to: destination has ", destination.extent(0),
+          " rows, source ", source.extent(0));
+  auto mirror = Kokkos::create_mirror_view(destination);
+  using Value = typename Destination::non_const_value_type;
+  for (std::size_t i = 0; i < source.extent(0); ++i) {
+    if constexpr (Destination::rank == 1) {
+      mirror(i) = static_cast<Value>(source(i));
+    } else {
+      for (std::size_t d = 0; d < source.extent(1); ++d) mirror(i, d) = static_cast<Value>(source(i, d));
+    }
+  }
+  Kokkos::deep_copy(destination, mirror);
+}
+
 namespace detail {
 inline void shift_to_centre_of_mass(HostParticles& p) {
   const int n = p.size();

@@ -52,6 +52,23 @@ int count_bad(const ExecutionSpace& space, const char* label, int n, const Predi
   return count;
 }
 
+/// Throws unless every listed leaf is a node id in [0, num_nodes) whose particle range lies inside
+/// [0, num_particles] (one device reduction). Shared by P2M and L2P, which read the same leaf ranges.
+template <class ExecutionSpace, class Leaves, class Ranges>
+void check_leaf_ranges(const ExecutionSpace& space, const char* op, const Leaves& leaves,
+                       const Ranges& ranges, int num_nodes, int num_particles) {
+  const int num_leaves = static_cast<int>(leaves.extent(0));
+  const int bad = count_bad(
+      space, op, num_leaves, KOKKOS_LAMBDA(int i) {
+        const int leaf = leaves(i);
+        if (leaf < 0 || leaf >= num_nodes) return true;
+        const int b = ranges(leaf, 0), e = ranges(leaf, 1);
+        return b < 0 || b > e || e > num_particles;
+      });
+  require(bad == 0, op, ": ", bad, " of the ", num_leaves, " listed leaves are not node ids in [0, ",
+          num_nodes, ") with a particle range inside [0, ", num_particles, "]");
+}
+
 /// Team size for a team kernel whose team scratch is `fixed_bytes + per_thread_bytes * team`:
 /// the requested size if given (checked against the backend), else 1 on host backends and the
 /// largest power of two <= `gpu_default` that keeps the scratch within 32 KiB on devices.

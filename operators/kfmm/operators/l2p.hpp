@@ -141,15 +141,7 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
           "l2p: centres (", centres.extent(0), " rows) and ranges (", ranges.extent(0),
           " rows) must cover the locals' ", num_nodes, " rows");
   const int num_leaves = static_cast<int>(leaves.extent(0));
-  const int bad = detail::count_bad(
-      space, "kfmm::l2p::check", num_leaves, KOKKOS_LAMBDA(int i) {
-        const int leaf = leaves(i);
-        if (leaf < 0 || leaf >= num_nodes) return true;
-        const int b = ranges(leaf, 0), e = ranges(leaf, 1);
-        return b < 0 || b > e || e > num_particles;
-      });
-  require(bad == 0, "l2p: ", bad, " of the ", num_leaves, " listed leaves are not node ids in [0, ",
-          num_nodes, ") with a particle range inside [0, ", num_particles, "]");
+  detail::check_leaf_ranges(space, "l2p", leaves, ranges, num_nodes, num_particles);
   if (num_leaves == 0) return;
 
   const Real g = static_cast<Real>(G);

@@ -71,15 +71,7 @@ void p2m(const ExecutionSpace& space, int order, const Positions& positions, con
           " rows) must cover the multipoles' ", num_nodes, " rows");
   const int num_leaves = static_cast<int>(leaves.extent(0));
   const int num_particles = static_cast<int>(positions.extent(0));
-  const int bad = detail::count_bad(
-      space, "kfmm::p2m::check", num_leaves, KOKKOS_LAMBDA(int i) {
-        const int leaf = leaves(i);
-        if (leaf < 0 || leaf >= num_nodes) return true;
-        const int b = ranges(leaf, 0), e = ranges(leaf, 1);
-        return b < 0 || b > e || e > num_particles;
-      });
-  require(bad == 0, "p2m: ", bad, " of the ", num_leaves, " listed leaves are not node ids in [0, ",
-          num_nodes, ") with a particle range inside [0, ", num_particles, "]");
+  detail::check_leaf_ranges(space, "p2m", leaves, ranges, num_nodes, num_particles);
   if (num_leaves == 0) return;
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;

@@ -305,6 +305,28 @@ void check_against_naive(int order, int nodes, double tolerance) {
       }
 }
 
+// A list large enough that a scan block of a GPU holds many more (coefficient, pair) elements than
+// threads (here ~160k pairs x 25 coefficients; Kokkos' CUDA scan then accumulates strided elements per
+// thread, which broke the earlier non-commutative segmented operator): both lanes against the naive sum.
+template <class Real, class Space>
+void check_large_list(double tolerance) {
+  Space space;
+  const int order = 4;
+  const FarProblem f = make_problem(order, 30000, 99, std::is_same_v<Real, float>);
+  REQUIRE(static_cast<long long>(f.sources.size()) * f.nc() > 3000000);  // > 16384 blocks x 128
+  std::vector<long double> magnitude;
+  const auto ref = reference_locals(f, magnitude);
+  auto d = upload<Real, Space>(f);
+  for (auto lane : {kfmm::M2LLane::fused, kfmm::M2LLane::baseline}) {
+    INFO("lane " << kfmm::to_string(lane));
+    kfmm::M2LOptions o;
+    o.lane = lane;
+    Kokkos::deep_copy(d.locals, Real(0));
+    kfmm::m2l(space, order, d.list, d.centres, d.multipoles, d.locals, o);
+    CHECK(worst_relative_error(d.locals, ref, magnitude, order) < tolerance);
+  }
+}
+
 template <class Real, class Space>
 void check_refusals() {
   using Mem = typename Space::memory_space;

@@ -12,3 +12,8 @@ TEMPLATE_LIST_TEST_CASE("m2l lanes match the naive reference in double", "[kerne
 TEMPLATE_LIST_TEST_CASE("m2l refuses bad requests in double", "[kernels][m2l]", kfmm_test::ExecutionSpaces) {
   kfmm_test_m2l::check_refusals<double, TestType>();
 }
+
+TEMPLATE_LIST_TEST_CASE("m2l lanes match the naive reference on a large list", "[kernels][m2l]",
+                        kfmm_test::ExecutionSpaces) {
+  kfmm_test_m2l::check_large_list<double, TestType>(1e-12);
+}

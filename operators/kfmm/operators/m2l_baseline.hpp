@@ -120,16 +120,17 @@ struct M2LBaselinePairs {
 /// Step 2: the segmented scan's view of the batch (segments = (coefficient, row) runs).
 template <class Mem, class LocalView, class Real>
 struct M2LBaselineSegments {
-  Kokkos::View<const int*, Mem> targets, pair_row;
+  Kokkos::View<const int*, Mem> targets, offsets, pair_row;
   Kokkos::View<const Real**, Kokkos::LayoutRight, Mem> contrib;
   LocalView locals;
   int q0;
   int nb;  // pairs in the batch
 
   KOKKOS_INLINE_FUNCTION Real value(int idx) const { return contrib(idx / nb, idx % nb); }
-  KOKKOS_INLINE_FUNCTION bool is_head(int idx) const {
-    const int q = idx % nb;
-    return q == 0 || pair_row(q0 + q) != pair_row(q0 + q - 1);
+  /// The segment of idx: coefficient idx / nb of one row, keyed by its first index in the batch.
+  KOKKOS_INLINE_FUNCTION int segment(int idx) const {
+    const int first = offsets(pair_row(q0 + idx % nb)) - q0;
+    return (idx / nb) * nb + (first > 0 ? first : 0);
   }
   KOKKOS_INLINE_FUNCTION bool is_tail(int idx) const {
     const int q = idx % nb;
@@ -193,7 +194,7 @@ void m2l_baseline(const ExecutionSpace& space, int order,
     } else {
       translate(std::false_type{});
     }
-    M2LBaselineSegments<Mem, LocalView, Real> seg{far.targets, pair_row, contrib, locals, q0, nb};
+    M2LBaselineSegments<Mem, LocalView, Real> seg{far.targets, far.offsets, pair_row, contrib, locals, q0, nb};
     segmented_scan<ExecutionSpace, Real>(space, nc * nb, seg, "kfmm::m2l::baseline::segmented_scan");
   }
 }

@@ -194,7 +194,8 @@ void m2l_baseline(const ExecutionSpace& space, int order,
     } else {
       translate(std::false_type{});
     }
-    M2LBaselineSegments<Mem, LocalView, Real> seg{far.targets, far.offsets, pair_row, contrib, locals, q0, nb};
+    M2LBaselineSegments<Mem, LocalView, Real> seg{far.targets, far.offsets, pair_row, contrib,
+                                                  locals,      q0,          nb};
     segmented_scan<ExecutionSpace, Real>(space, nc * nb, seg, "kfmm::m2l::baseline::segmented_scan");
   }
 }

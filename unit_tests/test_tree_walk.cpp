@@ -156,6 +156,34 @@ TEMPLATE_LIST_TEST_CASE("walk honours min_separation", "[tree][walk]", kfmm_test
   check_walks<Space, float>(kfmm::WalkOptions{0.5, 0.2}, {2});
 }
 
+TEMPLATE_LIST_TEST_CASE("walk defers long descents and still covers every pair once", "[tree][walk]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  kfmm::WalkOptions o{0.6};
+  o.descent_budget = 1;  // every leaf target's descent beyond one opened source is deferred
+  check_walks<Space, double>(o, {1, 8});
+  o.theta = 0.5;
+  o.min_separation = 0.05;
+  check_walks<Space, float>(o, {4});
+  // On a Plummer sphere the deferred passes run, and the merged lists are reproducible.
+  const auto in = kfmm_tree_test::make_input("plummer", 5000, 3);
+  kfmm_tree_test::DeviceInput<Space, float> d(in);
+  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 8);
+  kfmm::WalkOptions b{0.6};
+  b.descent_budget = 2;
+  kfmm::WalkWorkspace<typename Space::memory_space> ws;
+  const auto first = kfmm::dual_tree_walk(Space(), tree, b, ws);
+  REQUIRE(first.statistics.deferred > 0);
+  REQUIRE(first.statistics.deferred_passes > 0);
+  const HostList far1(first.far), near1(first.near);
+  check_lists(in, HostTree<float>(tree), far1, near1, b);
+  const auto again = kfmm::dual_tree_walk(Space(), tree, b, ws);
+  REQUIRE(HostList(again.far) == far1);
+  REQUIRE(HostList(again.near) == near1);
+  b.descent_budget = 0;
+  REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, b), kfmm::Error);
+}
+
 TEMPLATE_LIST_TEST_CASE("walk of tiny trees", "[tree][walk]", kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   // N = 0: empty lists (no rows, offsets {0}).
@@ -229,11 +257,16 @@ TEST_CASE("walk lists are identical on Serial and OpenMP", "[tree][walk]") {
     kfmm_tree_test::DeviceInput<Kokkos::OpenMP, float> dp(in);
     const auto ts = kfmm::build_octree(Kokkos::Serial(), ds.positions, ds.masses, 16);
     const auto tp = kfmm::build_octree(Kokkos::OpenMP(), dp.positions, dp.masses, 16);
-    const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, kfmm::WalkOptions{0.6});
-    const auto lp = kfmm::dual_tree_walk(Kokkos::OpenMP(), tp, kfmm::WalkOptions{0.6});
-    REQUIRE(HostList(ls.far) == HostList(lp.far));
-    REQUIRE(HostList(ls.near) == HostList(lp.near));
-    REQUIRE(ls.statistics.rounds == lp.statistics.rounds);
+    for (int budget : {32, 2}) {
+      kfmm::WalkOptions o{0.6};
+      o.descent_budget = budget;
+      const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, o);
+      const auto lp = kfmm::dual_tree_walk(Kokkos::OpenMP(), tp, o);
+      REQUIRE(HostList(ls.far) == HostList(lp.far));
+      REQUIRE(HostList(ls.near) == HostList(lp.near));
+      REQUIRE(ls.statistics.rounds == lp.statistics.rounds);
+      REQUIRE(ls.statistics.deferred == lp.statistics.deferred);
+    }
   }
 }
 #endif

@@ -20,6 +20,15 @@
 /// the output is CSR by construction. The next round's entries are never materialised: entry q of round
 /// r + 1 is decoded (one binary search over level r) into (child of P, pending source of P).
 ///
+/// Deferred descents. A leaf target never splits, so (leaf t, source s) may have to open all of s's
+/// subtree: in a Plummer sphere an outer leaf next to the core opened ~9e4 nodes in one thread, and that
+/// one GPU thread set the pace of the whole walk (~100 ms at 1e6 particles). A leaf target's entry
+/// therefore opens at most `descent_budget` sources; the rest of its stack becomes "deferred" entries
+/// (t, s'), collected over all rounds and finished after them by further scan passes over the
+/// deferred entries (each bounded the same way), whose pairs carry their target. A stable sort of those
+/// extra pairs by target and one merge per list then restore CSR order: each row holds its in-round
+/// pairs first, then its deferred ones. When nothing is deferred, the lists are the rounds' output.
+///
 /// The scan total is the only host round trip of a round (the next round's size and the output
 /// counts); it also detects capacity overflow, and the round is then re-run with larger buffers, so
 /// nothing is ever truncated. Every kernel is a scan or owns its output: the lists are identical run
@@ -39,6 +48,7 @@
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/tree/octree.hpp"
+#include "kfmm/tree/sort.hpp"
 
 namespace kfmm {
 
@@ -48,6 +58,10 @@ struct WalkOptions {
   double theta = 0.5;
   /// Far pairs also need d - r_A - r_B >= min_separation (the softening floor); finite, >= 0.
   double min_separation = 0;
+  /// Most sources one (leaf target, source) work item opens before the rest of its descent is
+  /// deferred to a later parallel pass (bounds the longest GPU thread); >= 1. The pairs found do not
+  /// depend on it, only their order within a row.
+  int descent_budget = 32;
 };
 
 /// The multipole acceptance criterion of the walk, on centres (x, y, z) and radii, in double precision:
@@ -69,6 +83,8 @@ struct WalkStatistics {
   long long peak_entries = 0;   ///< largest number of (target, source) entries in one round
   long long pairs_visited = 0;  ///< (target, source) pairs tested against the MAC
   int regrowths = 0;            ///< rounds re-run after growing a buffer
+  long long deferred = 0;       ///< (leaf target, source) entries handed to the deferred passes
+  int deferred_passes = 0;      ///< scan passes over deferred entries after the rounds
 };
 
 /// The two lists of a walk, in the memory space of the tree.
@@ -100,6 +116,13 @@ struct WalkWorkspace {
   Kokkos::View<int* [4], MemorySpace> begins;                 // per node: far, near, pending, entry begins
   Kokkos::View<detail::WalkNode*, MemorySpace> nodes;         // per node: centre, radius, children
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
+  // deferred descents: entries (ping-pong), their pairs with targets, per-node merge data, merged lists
+  Kokkos::View<int*, MemorySpace> deferred_t[2], deferred_s[2];
+  Kokkos::View<unsigned*, MemorySpace> extra_far_t, extra_near_t;
+  Kokkos::View<int*, MemorySpace> extra_far_s, extra_near_s;
+  Kokkos::View<int* [3], MemorySpace> merge;  // per node: extra begin, extra end, merged begin
+  Kokkos::View<int*, MemorySpace> far_merged, near_merged;
+  SortWorkspace<MemorySpace, unsigned, int> sort;
   /// First-call capacity guesses: far sources per node, near sources per leaf, pending sources per
   /// node of the widest level. Too small only costs re-running a round (statistics.regrowths).
   int far_per_node = 24, near_per_leaf = 24, pending_per_node = 16;
@@ -109,14 +132,15 @@ namespace detail {
 
 /// Scan value of a walk round: outputs emitted so far in the round.
 struct WalkCounts {
-  long long far, near, pending, entries, visited;
-  KOKKOS_INLINE_FUNCTION WalkCounts() : far(0), near(0), pending(0), entries(0), visited(0) {}
+  long long far, near, pending, entries, visited, deferred;
+  KOKKOS_INLINE_FUNCTION WalkCounts() : far(0), near(0), pending(0), entries(0), visited(0), deferred(0) {}
   KOKKOS_INLINE_FUNCTION void operator+=(const WalkCounts& o) {
     far += o.far;
     near += o.near;
     pending += o.pending;
     entries += o.entries;
     visited += o.visited;
+    deferred += o.deferred;
   }
   KOKKOS_INLINE_FUNCTION void operator+=(const volatile WalkCounts& o) volatile {
     far = far + o.far;
@@ -124,12 +148,15 @@ struct WalkCounts {
     pending = pending + o.pending;
     entries = entries + o.entries;
     visited = visited + o.visited;
+    deferred = deferred + o.deferred;
   }
 };
 
 enum : int { kBeginFar = 0, kBeginNear = 1, kBeginPending = 2, kBeginEntries = 3 };
 
-/// One round: the (target, source) entries of all targets of one level.
+/// One round: the (target, source) entries of all targets of one level. In a deferred pass
+/// (`deferred_pass`) the entries are deferred (leaf target, source) entries instead, the node row
+/// begins are left alone and every emitted pair also records its target (far_t, near_t).
 template <class MemorySpace>
 struct WalkRound {
   using value_type = WalkCounts;
@@ -140,9 +167,13 @@ struct WalkRound {
   Kokkos::View<const int*, MemorySpace> entry_t, entry_s;  // this round's (target, source) entries
   Kokkos::View<int*, MemorySpace> pending_out;             // pending sources of this level
   Kokkos::View<int*, MemorySpace> far_s, near_s;           // output sources
-  long long far_base, near_base;                           // pairs emitted by earlier rounds
-  long long far_cap, near_cap, pending_cap;
+  Kokkos::View<unsigned*, MemorySpace> far_t, near_t;      // output targets (deferred passes)
+  Kokkos::View<int*, MemorySpace> deferred_t, deferred_s;  // deferred entries out
+  long long far_base, near_base, deferred_base;            // outputs of earlier rounds
+  long long far_cap, near_cap, pending_cap, deferred_cap;
   double theta_squared, min_separation;
+  int budget;
+  bool deferred_pass;
 
   enum Action : int { kFar, kNear, kSplitTarget, kSplitSource };
 
@@ -166,7 +197,7 @@ struct WalkRound {
   KOKKOS_INLINE_FUNCTION void operator()(const int q, WalkCounts& c, const bool final) const {
     const int t = entry_t(q), s0 = entry_s(q);
     const bool row_start = q == 0 || entry_t(q - 1) != t;
-    if (final && row_start) {
+    if (final && row_start && !deferred_pass) {
       begins(t, kBeginFar) = static_cast<int>(far_base + c.far);
       begins(t, kBeginNear) = static_cast<int>(near_base + c.near);
       begins(t, kBeginPending) = static_cast<int>(c.pending);
@@ -179,16 +210,37 @@ struct WalkRound {
     int stack[kStack];
     stack[0] = s0;
     int top = 1;
+    int opened = 0;
     while (top > 0) {
+      if (kt == 0 && opened >= budget) {
+        // Hand the rest of the descent to a deferred pass, in the order it would have been popped.
+        if (final) {
+          for (int j = 0; j < top; ++j) {
+            const long long o = deferred_base + c.deferred + j;
+            if (o < deferred_cap) {
+              deferred_t(o) = t;
+              deferred_s(o) = stack[top - 1 - j];
+            }
+          }
+        }
+        c.deferred += top;
+        break;
+      }
       const int s = stack[--top];
       int f = 0, k = 0;
       const int action = decide(t, ct, rt, kt, s, f, k);
       c.visited += 1;
       if (action == kFar) {
-        if (final && far_base + c.far < far_cap) far_s(far_base + c.far) = s;
+        if (final && far_base + c.far < far_cap) {
+          far_s(far_base + c.far) = s;
+          if (deferred_pass) far_t(far_base + c.far) = static_cast<unsigned>(t);
+        }
         c.far += 1;
       } else if (action == kNear) {
-        if (final && near_base + c.near < near_cap) near_s(near_base + c.near) = s;
+        if (final && near_base + c.near < near_cap) {
+          near_s(near_base + c.near) = s;
+          if (deferred_pass) near_t(near_base + c.near) = static_cast<unsigned>(t);
+        }
         c.near += 1;
       } else if (action == kSplitTarget) {
         if (final && c.pending < pending_cap) pending_out(c.pending) = s;
@@ -197,6 +249,7 @@ struct WalkRound {
       } else {
         // Open the source: push its children so that they pop in ascending order.
         for (int j = k - 1; j >= 0; --j) stack[top++] = f + j;
+        ++opened;
       }
     }
   }
@@ -290,6 +343,84 @@ InteractionList<typename ExecutionSpace::memory_space> make_list(
   return list;
 }
 
+/// The CSR list of one kind of output when deferred passes added pairs: row t is the rounds' pairs of
+/// t (begins(t, which) .. next begin) followed by its extra pairs (extra_t/extra_s, n_extra of them,
+/// stably sorted by target here), copied into `merged`.
+template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
+InteractionList<MemorySpace> merge_list(
+    const ExecutionSpace& space, const Kokkos::View<int* [4], MemorySpace>& begins, int which, int num_nodes,
+    int total, const Kokkos::View<int*, MemorySpace>& sources,
+    const Kokkos::View<unsigned*, MemorySpace>& extra_t, const Kokkos::View<int*, MemorySpace>& extra_s,
+    int n_extra, WalkWorkspace<MemorySpace>& ws, Kokkos::View<int*, MemorySpace>& merged,
+    Kokkos::View<int*, MemorySpace>& rows, Kokkos::View<int*, MemorySpace>& offsets) {
+  using Policy = Kokkos::RangePolicy<ExecutionSpace>;
+  sort_by_key(space, extra_t, extra_s, n_extra, bits_for(static_cast<unsigned long long>(num_nodes)),
+              ws.sort);
+  ensure(ws.merge, num_nodes, "kfmm::walk::merge");
+  ensure(rows, num_nodes, "kfmm::walk::rows");
+  ensure(offsets, num_nodes + 1, "kfmm::walk::offsets");
+  const long long merged_total = static_cast<long long>(total) + n_extra;
+  require(merged_total <= INT_MAX, "dual_tree_walk: ", merged_total,
+          " pairs exceed the int index range of the lists");
+  ensure(merged, merged_total, "kfmm::walk::merged_sources");
+  const auto merge = ws.merge;
+  Kokkos::parallel_for(
+      "kfmm::walk::merge_clear", Policy(space, 0, num_nodes), KOKKOS_LAMBDA(const int t) {
+        merge(t, 0) = 0;
+        merge(t, 1) = 0;
+      });
+  Kokkos::parallel_for(
+      "kfmm::walk::merge_runs", Policy(space, 0, n_extra), KOKKOS_LAMBDA(const int k) {
+        const unsigned t = extra_t(k);
+        if (k == 0 || extra_t(k - 1) != t) merge(t, 0) = k;
+        if (k == n_extra - 1 || extra_t(k + 1) != t) merge(t, 1) = k + 1;
+      });
+  int count = 0;
+  Kokkos::parallel_scan(
+      "kfmm::walk::merge_rows", Policy(space, 0, num_nodes),
+      KOKKOS_LAMBDA(const int t, int& row, const bool final) {
+        const int b = begins(t, which);
+        const int e = t + 1 < num_nodes ? begins(t + 1, which) : total;
+        if (e - b + merge(t, 1) - merge(t, 0) > 0) {
+          if (final) rows(row) = t;
+          row += 1;
+        }
+      },
+      count);
+  int pairs = 0;
+  Kokkos::parallel_scan(
+      "kfmm::walk::merge_offsets", Policy(space, 0, count),
+      KOKKOS_LAMBDA(const int r, int& sum, const bool final) {
+        const int t = rows(r);
+        const int b = begins(t, which);
+        const int e = t + 1 < num_nodes ? begins(t + 1, which) : total;
+        if (final) {
+          offsets(r) = sum;
+          merge(t, 2) = sum;
+        }
+        sum += e - b + merge(t, 1) - merge(t, 0);
+      },
+      pairs);
+  Kokkos::deep_copy(space, Kokkos::subview(offsets, count), pairs);
+  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  Kokkos::parallel_for(
+      "kfmm::walk::merge_copy", Kokkos::TeamPolicy<ExecutionSpace>(space, count, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Team& team) {
+        const int t = rows(team.league_rank());
+        const int b = begins(t, which);
+        const int e = t + 1 < num_nodes ? begins(t + 1, which) : total;
+        const int dest = merge(t, 2), xb = merge(t, 0), xe = merge(t, 1);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, e - b + xe - xb), [&](const int i) {
+          merged(dest + i) = i < e - b ? sources(b + i) : extra_s(xb + i - (e - b));
+        });
+      });
+  InteractionList<MemorySpace> list;
+  list.targets = Kokkos::subview(rows, Kokkos::make_pair(0, count));
+  list.offsets = Kokkos::subview(offsets, Kokkos::make_pair(0, count + 1));
+  list.sources = Kokkos::subview(merged, Kokkos::make_pair(0, pairs));
+  return list;
+}
+
 }  // namespace detail
 
 /// Runs the dual-tree walk on `space` over `tree` and returns the far and near lists, using (and
@@ -304,6 +435,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           " must lie in (0, 1)");
   require(options.min_separation >= 0 && std::isfinite(options.min_separation),
           "dual_tree_walk: min_separation = ", options.min_separation, " must be finite and >= 0");
+  require(options.descent_budget >= 1, "dual_tree_walk: descent_budget = ", options.descent_budget,
+          " must be >= 1");
   InteractionLists<memory_space> lists;
   const int num_nodes = tree.num_nodes;
 
@@ -321,7 +454,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   for (int b = 0; b < 2; ++b) {
     detail::ensure(ws.entry_t[b], 1, "kfmm::walk::entry_targets");
     detail::ensure(ws.entry_s[b], 1, "kfmm::walk::entry_sources");
+    detail::ensure(ws.deferred_t[b], 1024, "kfmm::walk::deferred_targets");
+    detail::ensure(ws.deferred_s[b], 1024, "kfmm::walk::deferred_sources");
   }
+  detail::ensure(ws.extra_far_t, 1024, "kfmm::walk::extra_far_targets");
+  detail::ensure(ws.extra_far_s, 1024, "kfmm::walk::extra_far_sources");
+  detail::ensure(ws.extra_near_t, 1024, "kfmm::walk::extra_near_targets");
+  detail::ensure(ws.extra_near_s, 1024, "kfmm::walk::extra_near_sources");
   if (num_nodes > 0) {
     Kokkos::deep_copy(space, Kokkos::subview(ws.entry_t[0], 0), 0);  // round 0: the root with itself
     Kokkos::deep_copy(space, Kokkos::subview(ws.entry_s[0], 0), 0);
@@ -359,21 +498,27 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   round.begins = ws.begins;
   round.theta_squared = options.theta * options.theta;
   round.min_separation = options.min_separation;
-  long long far_count = 0, near_count = 0, entries = num_nodes > 0 ? 1 : 0;
+  round.budget = options.descent_budget;
+  round.deferred_pass = false;
+  long long far_count = 0, near_count = 0, deferred_count = 0, entries = num_nodes > 0 ? 1 : 0;
   for (int level = 0; level < tree.num_levels && entries > 0; ++level) {
     lists.statistics.peak_entries = std::max(lists.statistics.peak_entries, entries);
     round.entry_t = ws.entry_t[level % 2];
     round.entry_s = ws.entry_s[level % 2];
     round.far_base = far_count;
     round.near_base = near_count;
+    round.deferred_base = deferred_count;
     detail::WalkCounts totals;
     for (;;) {
       round.pending_out = ws.pending;
       round.far_s = ws.far_sources;
       round.near_s = ws.near_sources;
+      round.deferred_t = ws.deferred_t[0];
+      round.deferred_s = ws.deferred_s[0];
       round.far_cap = static_cast<long long>(ws.far_sources.extent(0));
       round.near_cap = static_cast<long long>(ws.near_sources.extent(0));
       round.pending_cap = static_cast<long long>(round.pending_out.extent(0));
+      round.deferred_cap = static_cast<long long>(ws.deferred_t[0].extent(0));
       totals = detail::WalkCounts();
       Kokkos::parallel_scan("kfmm::walk::round",
                             Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<int>(entries)), round,
@@ -391,11 +536,17 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
         detail::grow(ws.pending, totals.pending, 0);
         regrow = true;
       }
+      if (deferred_count + totals.deferred > round.deferred_cap) {
+        detail::grow(ws.deferred_t[0], deferred_count + totals.deferred, deferred_count);
+        detail::grow(ws.deferred_s[0], deferred_count + totals.deferred, deferred_count);
+        regrow = true;
+      }
       if (!regrow) break;
       ++lists.statistics.regrowths;
     }
     far_count += totals.far;
     near_count += totals.near;
+    deferred_count += totals.deferred;
     entries = totals.entries;
     if (entries > 0) {
       require(entries <= INT_MAX, "dual_tree_walk: ", entries,
@@ -412,11 +563,79 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   }
   require(entries == 0 && lists.statistics.rounds == tree.num_levels,
           "dual_tree_walk: the walk did not end with the deepest level (inconsistent tree)");
-  lists.far = detail::make_list(space, ws.begins, detail::kBeginFar, num_nodes, static_cast<int>(far_count),
-                                ws.far_sources, ws.far_rows, ws.far_offsets);
-  lists.near =
-      detail::make_list(space, ws.begins, detail::kBeginNear, num_nodes, static_cast<int>(near_count),
-                        ws.near_sources, ws.near_rows, ws.near_offsets);
+
+  // Deferred passes: finish the deferred (leaf target, source) descents, pairs with their targets.
+  lists.statistics.deferred = deferred_count;
+  long long extra_far = 0, extra_near = 0;
+  round.deferred_pass = true;
+  for (int b = 0; deferred_count > 0; b = 1 - b) {
+    require(deferred_count <= INT_MAX, "dual_tree_walk: ", deferred_count,
+            " deferred entries exceed the int range");
+    round.entry_t = ws.deferred_t[b];
+    round.entry_s = ws.deferred_s[b];
+    round.far_base = extra_far;
+    round.near_base = extra_near;
+    round.deferred_base = 0;
+    detail::WalkCounts totals;
+    for (;;) {
+      round.far_s = ws.extra_far_s;
+      round.far_t = ws.extra_far_t;
+      round.near_s = ws.extra_near_s;
+      round.near_t = ws.extra_near_t;
+      round.deferred_t = ws.deferred_t[1 - b];
+      round.deferred_s = ws.deferred_s[1 - b];
+      round.far_cap = static_cast<long long>(ws.extra_far_s.extent(0));
+      round.near_cap = static_cast<long long>(ws.extra_near_s.extent(0));
+      round.deferred_cap = static_cast<long long>(ws.deferred_t[1 - b].extent(0));
+      totals = detail::WalkCounts();
+      Kokkos::parallel_scan("kfmm::walk::deferred",
+                            Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<int>(deferred_count)),
+                            round, totals);
+      bool regrow = false;
+      if (extra_far + totals.far > round.far_cap) {
+        detail::grow(ws.extra_far_s, extra_far + totals.far, extra_far);
+        detail::grow(ws.extra_far_t, extra_far + totals.far, extra_far);
+        regrow = true;
+      }
+      if (extra_near + totals.near > round.near_cap) {
+        detail::grow(ws.extra_near_s, extra_near + totals.near, extra_near);
+        detail::grow(ws.extra_near_t, extra_near + totals.near, extra_near);
+        regrow = true;
+      }
+      if (totals.deferred > round.deferred_cap) {
+        detail::grow(ws.deferred_t[1 - b], totals.deferred, 0);
+        detail::grow(ws.deferred_s[1 - b], totals.deferred, 0);
+        regrow = true;
+      }
+      if (!regrow) break;
+      ++lists.statistics.regrowths;
+    }
+    extra_far += totals.far;
+    extra_near += totals.near;
+    deferred_count = totals.deferred;
+    lists.statistics.pairs_visited += totals.visited;
+    ++lists.statistics.deferred_passes;
+  }
+
+  if (extra_far > 0) {
+    lists.far =
+        detail::merge_list(space, ws.begins, detail::kBeginFar, num_nodes, static_cast<int>(far_count),
+                           ws.far_sources, ws.extra_far_t, ws.extra_far_s, static_cast<int>(extra_far), ws,
+                           ws.far_merged, ws.far_rows, ws.far_offsets);
+  } else {
+    lists.far = detail::make_list(space, ws.begins, detail::kBeginFar, num_nodes, static_cast<int>(far_count),
+                                  ws.far_sources, ws.far_rows, ws.far_offsets);
+  }
+  if (extra_near > 0) {
+    lists.near =
+        detail::merge_list(space, ws.begins, detail::kBeginNear, num_nodes, static_cast<int>(near_count),
+                           ws.near_sources, ws.extra_near_t, ws.extra_near_s, static_cast<int>(extra_near),
+                           ws, ws.near_merged, ws.near_rows, ws.near_offsets);
+  } else {
+    lists.near =
+        detail::make_list(space, ws.begins, detail::kBeginNear, num_nodes, static_cast<int>(near_count),
+                          ws.near_sources, ws.near_rows, ws.near_offsets);
+  }
   require(lists.near.num_rows() == tree.num_leaves, "dual_tree_walk: ", lists.near.num_rows(),
           " near rows for ", tree.num_leaves, " leaves (inconsistent tree)");
   return lists;

@@ -231,7 +231,7 @@ bool bitwise_equal(const View& a, const View& b) {
 }
 
 // The lane / kernel variants every order is checked with.
-template <class Space>
+template <class Real, class Space>
 std::vector<std::pair<std::string, kfmm::M2LOptions>> variants(const Space& space, int order) {
   std::vector<std::pair<std::string, kfmm::M2LOptions>> v;
   kfmm::M2LOptions o;
@@ -244,12 +244,13 @@ std::vector<std::pair<std::string, kfmm::M2LOptions>> variants(const Space& spac
   o.team_size = team;  // the GPU (team) kernel, on this backend
   o.accumulator = kfmm::M2LAccumulator::scratch;
   v.emplace_back("fused team scratch", o);
-  // the register accumulator needs a compile-time order: 2..10 on GPUs, 4 where the team kernel is a
-  // host test path (m2l_fused.hpp)
+  // the register accumulator needs a compile-time order (2..10 on GPUs, 4 where the team kernel is a
+  // host test path) whose local fits in 256 bytes (m2l_fused.hpp)
   const bool registers =
-      kfmm::detail::is_host_execution_space<Space>
-          ? order == 4
-          : order >= kfmm::detail::m2l_min_static_order && order <= kfmm::detail::m2l_max_static_order;
+      (kfmm::detail::is_host_execution_space<Space>
+           ? order == 4
+           : order >= kfmm::detail::m2l_min_static_order && order <= kfmm::detail::m2l_max_static_order) &&
+      kfmm::num_coefficients(order) * sizeof(Real) <= 256;
   if (registers) {
     o.accumulator = kfmm::M2LAccumulator::registers;
     o.pairs_per_chunk = 0;
@@ -275,7 +276,7 @@ void check_against_naive(int order, int nodes, double tolerance) {
   const auto ref = reference_locals(f, magnitude);
   auto d = upload<Real, Space>(f);
   std::vector<kfmm::ExpansionView<Real, typename Space::memory_space>> results;
-  for (const auto& [name, options] : variants(space, order)) {
+  for (const auto& [name, options] : variants<Real>(space, order)) {
     INFO("order " << order << ", variant " << name);
     Kokkos::deep_copy(d.locals, Real(0));
     kfmm::m2l(space, order, d.list, d.centres, d.multipoles, d.locals, options);
@@ -293,7 +294,7 @@ void check_against_naive(int order, int nodes, double tolerance) {
   b.lane = kfmm::M2LLane::baseline;
   Kokkos::deep_copy(d.locals, Real(0));
   kfmm::m2l(space, order, d.list, d.centres, d.multipoles, d.locals, b);
-  const auto v = variants(space, order);
+  const auto v = variants<Real>(space, order);
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i].first == "baseline") CHECK(bitwise_equal(d.locals, results[i]));
   // fused == baseline, directly
@@ -357,6 +358,10 @@ void check_refusals() {
   regs.team_size = 1;
   regs.accumulator = kfmm::M2LAccumulator::registers;
   CHECK_THROWS_AS(kfmm::m2l(space, 12, e.list, e.centres, e.multipoles, e.locals, regs), kfmm::Error);
+  // ... and a local that fits in 256 bytes: 81 coefficients at order 8 do not, in float or double
+  const FarProblem h8 = make_problem(8, 10, 7, false);
+  auto e8 = upload<Real, Space>(h8);
+  CHECK_THROWS_AS(kfmm::m2l(space, 8, e8.list, e8.centres, e8.multipoles, e8.locals, regs), kfmm::Error);
 #if !defined(KFMM_HAVE_KOKKOSKERNELS)
   kfmm::M2LOptions kk;
   kk.lane = kfmm::M2LLane::baseline;

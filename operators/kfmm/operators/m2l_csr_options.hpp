@@ -25,7 +25,7 @@ enum class M2LLane {
 /// Where a thread of the fused lane's GPU team keeps its partial local expansion.
 enum class M2LAccumulator {
   automatic,  ///< registers when (p+1)^2 reals fit in 256 bytes (fp32 p <= 7, fp64 p <= 4), else scratch
-  registers,  ///< a local array the compiler keeps in registers (compile-time orders)
+  registers,  ///< a local array kept in registers (compile-time orders whose local fits in 256 bytes)
   scratch,    ///< the thread's own column of team scratch (saves (p+1)^2 registers at high p)
 };
 

@@ -206,12 +206,15 @@ void m2l_fused(const ExecutionSpace& space, int order,
     // On host backends the team kernel is a test path (the GPU code run on the CPU): to bound compile
     // time it is specialised only at p = 4 there and runs the runtime-order maths at other orders.
     constexpr int PT = (host && P != 4) ? -1 : P;
-    require(!(options.accumulator == M2LAccumulator::registers && PT < 0),
-            "m2l: the register accumulator needs ", "an order with a compile-time specialisation (",
-            host ? "4 on host backends" : "2..10", "); order = ", order);
-    const bool fits_registers = PT >= 0 && nc * sizeof(Real) <= 256;
-    const bool in_registers = options.accumulator == M2LAccumulator::registers ||
-                              (options.accumulator == M2LAccumulator::automatic && fits_registers);
+    // One kernel per order keeps nvcc's compile time in check: registers where the (p+1)^2 partial
+    // local fits in 256 bytes (fp32 p <= 7, fp64 p <= 4), else the thread's scratch column; an
+    // explicit scratch request at a register order runs the runtime-order scratch kernel.
+    constexpr bool fits_registers = PT >= 0 && m2l_capacity<PT> * sizeof(Real) <= 256;
+    require(!(options.accumulator == M2LAccumulator::registers && !fits_registers),
+            "m2l: the register accumulator needs an order with a compile-time specialisation (",
+            host ? "4 on host backends" : "2..10", ") whose ", nc,
+            " coefficients fit in 256 bytes; order = ", order);
+    const bool in_registers = fits_registers && options.accumulator != M2LAccumulator::scratch;
     using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
     auto run = [&](auto kernel) {
       using K = decltype(kernel);
@@ -230,11 +233,11 @@ void m2l_fused(const ExecutionSpace& space, int order,
                            Policy(space, chunks.num_chunks, team).set_scratch_size(kernel.level, scratch),
                            kernel);
     };
-    if constexpr (PT >= 0) {
+    if constexpr (fits_registers) {
       if (in_registers) {
         run(M2LFusedTeamKernel<PT, true, ExecutionSpace, Data>{d, 0, 0});
       } else {
-        run(M2LFusedTeamKernel<PT, false, ExecutionSpace, Data>{d, 0, 0});
+        run(M2LFusedTeamKernel<-1, false, ExecutionSpace, Data>{d, 0, 0});
       }
     } else {
       run(M2LFusedTeamKernel<PT, false, ExecutionSpace, Data>{d, 0, 0});

@@ -87,7 +87,8 @@ struct HostParticles {
 /// of rank 2 default to LayoutLeft while host Views are LayoutRight).
 template <class Destination, class Source>
 void copy_to(const Destination& destination, const Source& source) {
-  static_assert(Destination::rank == Source::rank, "kfmm::copy_to: the Views must have the same rank");
+  static_assert(static_cast<int>(Destination::rank) == static_cast<int>(Source::rank),
+                "kfmm::copy_to: the Views must have the same rank");
   require(destination.extent(0) == source.extent(0), "copy_to: destination has ", destination.extent(0),
           " rows, source ", source.extent(0));
   auto mirror = Kokkos::create_mirror_view(destination);

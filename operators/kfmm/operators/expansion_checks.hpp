@@ -20,6 +20,10 @@ struct ExpansionOptions {
   /// scratch of high orders would not fit). A value above the backend's maximum throws. Host
   /// backends accept > 1 where Kokkos allows it (how the tests exercise the GPU code path on a CPU).
   int team_size = 0;
+  /// Check the listed node ids and particle ranges on the device before the kernel runs (one
+  /// reduction and one host round trip per call). A caller whose lists are consistent by construction
+  /// (kfmm::Solver, with the tree it built) may turn it off; a bad id then reads out of bounds.
+  bool validate = true;
 };
 
 namespace detail {

@@ -67,7 +67,7 @@ KOKKOS_INLINE_FUNCTION void l2l_pair(const Real* parent, Real tx, Real ty, Real 
 /// mismatched extents, or listed children / their parents out of bounds (checked on the device first).
 template <class ExecutionSpace, class Children, class Parent, class Centres, class Locals>
 void l2l(const ExecutionSpace& space, int order, const Children& children, const Parent& parent,
-         const Centres& centres, const Locals& locals) {
+         const Centres& centres, const Locals& locals, const ExpansionOptions& options = {}) {
   using Real = typename Locals::non_const_value_type;
   detail::static_check_view<ExecutionSpace, Children, 1>();
   detail::static_check_view<ExecutionSpace, Parent, 1>();
@@ -89,15 +89,17 @@ void l2l(const ExecutionSpace& space, int order, const Children& children, const
           "l2l: centres (", centres.extent(0), ") and parent (", parent.extent(0),
           ") must cover the locals' ", num_nodes, " rows");
   const int num_children = static_cast<int>(children.extent(0));
-  const int bad = detail::count_bad(
-      space, "kfmm::l2l::check", num_children, KOKKOS_LAMBDA(int i) {
-        const int c = children(i);
-        if (c < 0 || c >= num_nodes) return true;
-        const int q = parent(c);
-        return q < 0 || q >= num_nodes || q == c;
-      });
-  require(bad == 0, "l2l: ", bad, " of the ", num_children, " listed children are not node ids in [0, ",
-          num_nodes, ") with a parent in [0, ", num_nodes, ") (the root has none)");
+  if (options.validate) {
+    const int bad = detail::count_bad(
+        space, "kfmm::l2l::check", num_children, KOKKOS_LAMBDA(int i) {
+          const int c = children(i);
+          if (c < 0 || c >= num_nodes) return true;
+          const int q = parent(c);
+          return q < 0 || q >= num_nodes || q == c;
+        });
+    require(bad == 0, "l2l: ", bad, " of the ", num_children, " listed children are not node ids in [0, ",
+            num_nodes, ") with a parent in [0, ", num_nodes, ") (the root has none)");
+  }
   if (num_children == 0) return;
 
   Kokkos::parallel_for(

@@ -141,7 +141,7 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
           "l2p: centres (", centres.extent(0), " rows) and ranges (", ranges.extent(0),
           " rows) must cover the locals' ", num_nodes, " rows");
   const int num_leaves = static_cast<int>(leaves.extent(0));
-  detail::check_leaf_ranges(space, "l2p", leaves, ranges, num_nodes, num_particles);
+  if (options.validate) detail::check_leaf_ranges(space, "l2p", leaves, ranges, num_nodes, num_particles);
   if (num_leaves == 0) return;
 
   const Real g = static_cast<Real>(G);

@@ -71,7 +71,7 @@ void p2m(const ExecutionSpace& space, int order, const Positions& positions, con
           " rows) must cover the multipoles' ", num_nodes, " rows");
   const int num_leaves = static_cast<int>(leaves.extent(0));
   const int num_particles = static_cast<int>(positions.extent(0));
-  detail::check_leaf_ranges(space, "p2m", leaves, ranges, num_nodes, num_particles);
+  if (options.validate) detail::check_leaf_ranges(space, "p2m", leaves, ranges, num_nodes, num_particles);
   if (num_leaves == 0) return;
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;

@@ -460,9 +460,9 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   require(ranges.extent(1) == 2, "p2p: ranges must have 2 columns");
   require(near_list.offsets.extent(0) == near_list.targets.extent(0) + 1, "p2p: near_list.offsets has ",
           near_list.offsets.extent(0), " entries, expected rows + 1 = ", near_list.targets.extent(0) + 1);
-  require(static_cast<long long>(near_list.sources.extent(0)) >= near_list.num_pairs(),
-          "p2p: near_list.sources has ", near_list.sources.extent(0), " entries, fewer than its ",
-          near_list.num_pairs(), " pairs");
+  const long long listed_pairs = near_list.num_pairs();  // one device-to-host copy
+  require(static_cast<long long>(near_list.sources.extent(0)) >= listed_pairs, "p2p: near_list.sources has ",
+          near_list.sources.extent(0), " entries, fewer than its ", listed_pairs, " pairs");
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
   require(G == G && G > -1e300 && G < 1e300, "p2p: G = ", G, " must be finite");
   require(options.leaves_per_chunk >= 0, "p2p: leaves_per_chunk = ", options.leaves_per_chunk,

@@ -208,8 +208,11 @@ const Kokkos::View<double* [3], Kokkos::HostSpace>& reference(Input& in, double 
   for (int k = 0; k < nt; ++k) th(k) = in.targets[k];
   Kokkos::deep_copy(t, th);
   kfmm::direct_sum(Space(), x, m, 1.0, softening, a, phi, Kokkos::View<const int*, Memory>(t));
+  // A mirror of the device View's layout (LayoutLeft on CUDA) is copied, then indexed as (k, axis).
+  auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
   Kokkos::View<double* [3], Kokkos::HostSpace> host("bench::reference", nt);
-  Kokkos::deep_copy(host, a);
+  for (int k = 0; k < nt; ++k)
+    for (int d = 0; d < 3; ++d) host(k, d) = mirror(k, d);
   return in.reference.emplace(softening, std::make_pair(host, 0)).first->second.first;
 }
 

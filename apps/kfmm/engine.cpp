@@ -134,7 +134,10 @@ HostForces direct_reference(const kfmm::HostParticles& p, const std::vector<int>
   kfmm::direct_sum(Space(), x, m, G, softening, a, phi, Kokkos::View<const int*, Memory>(t));
   HostForces f{Kokkos::View<double* [3], Kokkos::HostSpace>("kfmm::cli::ref_accelerations", nt),
                Kokkos::View<double*, Kokkos::HostSpace>("kfmm::cli::ref_potentials", nt)};
-  Kokkos::deep_copy(f.accelerations, a);
+  // Device Views of rank 2 may be LayoutLeft (CUDA): copy through a mirror of their own layout.
+  auto ah = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
+  for (int k = 0; k < nt; ++k)
+    for (int d = 0; d < 3; ++d) f.accelerations(k, d) = ah(k, d);
   Kokkos::deep_copy(f.potentials, phi);
   return f;
 }

@@ -7,8 +7,9 @@
 ///   r_A + r_B <= theta d  and  d - (r_A + r_B) >= min_separation,  d = |c_A - c_B| > 0,  0 < theta < 1
 /// (theta < 1 also guarantees that a node is never accepted against one of its ancestors).
 /// Otherwise a leaf pair is near; else the node with the larger radius is split (a leaf never is; on
-/// equal radii the larger node id), so the decision for (A, B) and (B, A) splits the same node and the
-/// lists come out symmetric.
+/// equal radii the larger node id), so that the decision for (A, B) and (B, A) splits the same node -
+/// except where the descent budget (below) makes an internal target split itself instead of opening
+/// one more source: the lists are then valid but not always symmetric.
 ///
 /// Round r handles every node t of level r as a target (all of them: the parent of t always hands it
 /// at least one source). Its candidate sources are the parent's "pending" list, the sources that made
@@ -20,7 +21,10 @@
 /// the output is CSR by construction. The next round's entries are never materialised: entry q of round
 /// r + 1 is decoded (one binary search over level r) into (child of P, pending source of P).
 ///
-/// Deferred descents. A leaf target never splits, so (leaf t, source s) may have to open all of s's
+/// Bounded descents. An entry opens at most `descent_budget` sources in its thread: beyond it an
+/// internal target splits itself (its children meet the source next round, so opening continues one
+/// level per round in parallel), and a leaf target defers the rest of its descent, as follows.
+/// A leaf target never splits, so (leaf t, source s) may have to open all of s's
 /// subtree: in a Plummer sphere an outer leaf next to the core opened ~9e4 nodes in one thread, and that
 /// one GPU thread set the pace of the whole walk (~100 ms at 1e6 particles). A leaf target's entry
 /// therefore opens at most `descent_budget` sources; the rest of its stack becomes "deferred" entries
@@ -58,10 +62,12 @@ struct WalkOptions {
   double theta = 0.5;
   /// Far pairs also need d - r_A - r_B >= min_separation (the softening floor); finite, >= 0.
   double min_separation = 0;
-  /// Most sources one (leaf target, source) work item opens before the rest of its descent is
-  /// deferred to a later parallel pass (bounds the longest GPU thread); >= 1. The pairs found do not
-  /// depend on it, only their order within a row.
-  int descent_budget = 32;
+  /// Most sources one (target, source) work item opens in its thread (bounds the longest GPU thread,
+  /// which sets the pace of a whole round); >= 1. Beyond it an internal target splits itself instead
+  /// (its children meet the source next round) and a leaf target defers the rest of its descent to a
+  /// later parallel pass. The lists stay valid for any value (every pair covered once, far pairs pass
+  /// the MAC); which nodes pair up depends on it, and so the near lists are not always symmetric.
+  int descent_budget = 2;
 };
 
 /// The multipole acceptance criterion of the walk, on centres (x, y, z) and radii, in double precision:
@@ -242,7 +248,9 @@ struct WalkRound {
           if (deferred_pass) near_t(near_base + c.near) = static_cast<unsigned>(t);
         }
         c.near += 1;
-      } else if (action == kSplitTarget) {
+      } else if (action == kSplitTarget || (kt > 0 && opened >= budget)) {
+        // (An internal target that has opened `budget` sources in this entry splits itself instead
+        // of opening s: its children meet s next round. This bounds every thread's work.)
         if (final && c.pending < pending_cap) pending_out(c.pending) = s;
         c.pending += 1;
         c.entries += kt;  // each child of t will pair with s next round

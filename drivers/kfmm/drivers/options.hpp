@@ -45,7 +45,8 @@ struct Options {
   /// Opening angle theta in (0, 1): node pairs with (r_A + r_B) <= theta * d interact through
   /// expansions. Empty: chosen from `tolerance`.
   std::optional<double> theta;
-  /// Maximum number of particles per leaf (>= 1); 0: chosen with the order.
+  /// Maximum number of particles per leaf (>= 1); 0: chosen with the order (the calibrated size on
+  /// host backends, twice it on GPUs, where the near field is cheaper).
   int leaf_size = 0;
   /// Plummer softening length eps >= 0.
   double softening = 0;

@@ -90,13 +90,8 @@ void l2l(const ExecutionSpace& space, int order, const Children& children, const
           ") must cover the locals' ", num_nodes, " rows");
   const int num_children = static_cast<int>(children.extent(0));
   if (options.validate) {
-    const int bad = detail::count_bad(
-        space, "kfmm::l2l::check", num_children, KOKKOS_LAMBDA(int i) {
-          const int c = children(i);
-          if (c < 0 || c >= num_nodes) return true;
-          const int q = parent(c);
-          return q < 0 || q >= num_nodes || q == c;
-        });
+    const int bad = detail::count_bad(space, "kfmm::l2l::check", num_children,
+                                      detail::ChildIsBad<Children, Parent>{children, parent, num_nodes});
     require(bad == 0, "l2l: ", bad, " of the ", num_children, " listed children are not node ids in [0, ",
             num_nodes, ") with a parent in [0, ", num_nodes, ") (the root has none)");
   }

@@ -105,12 +105,8 @@ void m2m(const ExecutionSpace& space, int order, const Parents& parents, const F
   const int num_parents = static_cast<int>(parents.extent(0));
   if (options.validate) {
     const int bad = detail::count_bad(
-        space, "kfmm::m2m::check", num_parents, KOKKOS_LAMBDA(int i) {
-          const int q = parents(i);
-          if (q < 0 || q >= num_nodes) return true;
-          const int f = first_child(q), k = num_children(q);
-          return k < 0 || (k > 0 && (f < 0 || f > num_nodes - k));
-        });
+        space, "kfmm::m2m::check", num_parents,
+        detail::ParentIsBad<Parents, FirstChild, NumChildren>{parents, first_child, num_children, num_nodes});
     require(bad == 0, "m2m: ", bad, " of the ", num_parents, " listed parents are not node ids in [0, ",
             num_nodes, ") whose children lie in [0, ", num_nodes, ")");
   }

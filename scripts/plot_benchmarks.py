@@ -31,6 +31,7 @@ def main():
     out, files = sys.argv[1], sys.argv[2:]
     fig, ax = plt.subplots(figsize=(7.5, 5))
     markers = {200000: "o", 1000000: "s", 10000000: "^"}
+    seen = set()
     for path in files:
         with open(path) as f:
             data = json.load(f)
@@ -39,13 +40,14 @@ def main():
             if not m or "ms" not in b or "error" not in b:
                 continue
             n, prec = int(m.group(2)), m.group(4)
+            label = f"kfmm N={n:.0e} {prec}"
             ax.scatter(b["error"], b["ms"], marker=markers.get(n, "D"),
-                       color="tab:blue" if prec == "fp32" else "tab:green", zorder=3)
-            ax.annotate(f"N={n:.0e} {prec}", (b["error"], b["ms"]), fontsize=7,
-                        xytext=(4, 3), textcoords="offset points")
+                       color="tab:blue" if prec == "fp32" else "tab:green", zorder=3,
+                       label=None if label in seen else label)
+            seen.add(label)
     for label, ms, err in ANCHORS:
         ax.scatter(err, ms, marker="x", color="tab:red", zorder=3)
-        ax.annotate(label, (err, ms), fontsize=7, color="tab:red", xytext=(4, -9),
+        ax.annotate(label, (err, ms), fontsize=7, color="tab:red", xytext=(5, 2),
                     textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -53,6 +55,7 @@ def main():
     ax.set_ylabel("ms per force evaluation (tree build included)")
     ax.set_title("kfmm on one H200 (blue fp32, green fp64) vs A100 anchors (red)")
     ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 

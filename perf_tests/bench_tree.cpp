@@ -109,24 +109,8 @@ void BM_build(benchmark::State& state) {
   state.counters["levels"] = tree.num_levels;
 }
 
-void BM_walk(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0)), leaf = static_cast<int>(state.range(1));
-  const int dist = static_cast<int>(state.range(2));
-  state.SetLabel(distribution_name(dist));
-  const Space space;
-  const auto p = make_particles(n, dist);
-  const auto tree = kfmm::build_octree(space, p.positions, p.masses, leaf);
-  kfmm::WalkWorkspace<Memory> ws;
-  kfmm::InteractionLists<Memory> lists;
-  const double t = kfmm_bench::time_fenced(
-      state, space, [&] { lists = kfmm::dual_tree_walk(space, tree, kfmm::WalkOptions{kTheta}, ws); });
-  state.counters["ns_per_particle"] = t * 1e9 / n;
-  report_lists(state, tree, lists);
-}
-
-/// The walk at several WalkOptions::descent_budget values (how long one leaf target's descent may run
-/// before it is deferred; the lists are the same).
-void BM_walk_budget(benchmark::State& state) {
+/// The walk alone with a reused workspace, at a given WalkOptions::descent_budget.
+void run_walk(benchmark::State& state, int descent_budget) {
   const int n = static_cast<int>(state.range(0)), leaf = static_cast<int>(state.range(1));
   const int dist = static_cast<int>(state.range(2));
   state.SetLabel(distribution_name(dist));
@@ -136,13 +120,22 @@ void BM_walk_budget(benchmark::State& state) {
   kfmm::WalkWorkspace<Memory> ws;
   kfmm::InteractionLists<Memory> lists;
   kfmm::WalkOptions options{kTheta};
-  options.descent_budget = static_cast<int>(state.range(3));
+  options.descent_budget = descent_budget;
   const double t =
       kfmm_bench::time_fenced(state, space, [&] { lists = kfmm::dual_tree_walk(space, tree, options, ws); });
   state.counters["ns_per_particle"] = t * 1e9 / n;
   state.counters["deferred"] = static_cast<double>(lists.statistics.deferred);
   state.counters["deferred_passes"] = lists.statistics.deferred_passes;
   report_lists(state, tree, lists);
+}
+
+void BM_walk(benchmark::State& state) {
+  run_walk(state, kfmm::WalkOptions{}.descent_budget);
+}
+
+/// The walk at several descent budgets (how many sources one entry opens in its thread).
+void BM_walk_budget(benchmark::State& state) {
+  run_walk(state, static_cast<int>(state.range(3)));
 }
 
 void BM_tree_and_lists(benchmark::State& state) {
@@ -187,7 +180,7 @@ int main(int argc, char** argv) {
       ->Apply([](benchmark::internal::Benchmark* b) {
         const int n = kfmm_bench::tiny() ? 10000 : 1000000;
         for (int leaf : {32, 64})
-          for (int budget : {1, 4, 32, 1 << 30}) b->Args({n, leaf, 0, budget});
+          for (int budget : {1, 2, 4, 32, 1 << 30}) b->Args({n, leaf, 0, budget});
         b->ArgNames({"n", "leaf", "plummer0_uniform1", "budget"})
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);

@@ -84,6 +84,55 @@ KOKKOS_INLINE_FUNCTION void l2p_particle(int order, const Real* L, const Real* G
   gz += z;
 }
 
+namespace detail {
+/// The batched L2P kernel: one team per listed leaf (see kfmm::l2p). A functor rather than a lambda, for
+/// the reason given at detail::P2MKernel.
+template <class ExecutionSpace, class Leaves, class Ranges, class Centres, class Locals, class Positions,
+          class Accelerations, class Potentials>
+struct L2PKernel {
+  using Real = typename Accelerations::non_const_value_type;
+  using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  Leaves leaves;
+  Ranges ranges;
+  Centres centres;
+  Locals locals;
+  Positions positions;
+  Accelerations accelerations;
+  Potentials potentials;
+  Real g;
+  int order, nc, ng;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    const int leaf = leaves(member.league_rank());
+    const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
+    if (begin == end) return;
+    Scratch L(member.team_scratch(0), nc);
+    Scratch Gx(member.team_scratch(0), ng > 0 ? ng : 1);
+    Scratch Gy(member.team_scratch(0), ng > 0 ? ng : 1);
+    Scratch Gz(member.team_scratch(0), ng > 0 ? ng : 1);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { L(k) = locals(leaf, k); });
+    member.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, ng), [&](int k) {
+      int n = 0;
+      while ((n + 1) * (n + 1) <= k) ++n;
+      l2p_gradient_coefficient(n, k - n * n - n, L.data(), Gx(k), Gy(k), Gz(k));
+    });
+    member.team_barrier();
+    const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, begin, end), [&](int i) {
+      Real phi = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
+      l2p_particle(order, L.data(), Gx.data(), Gy.data(), Gz.data(), positions(i, 0) - cx,
+                   positions(i, 1) - cy, positions(i, 2) - cz, phi, gx, gy, gz);
+      potentials(i) -= g * phi;
+      accelerations(i, 0) += g * gx;
+      accelerations(i, 1) += g * gy;
+      accelerations(i, 2) += g * gz;
+    });
+  }
+};
+}  // namespace detail
+
 /// Batched L2P. For every node id in `leaves` and each particle i in ranges(leaf, 0) .. ranges(leaf, 1) - 1,
 /// ADDS the far field of the local expansion locals(leaf) (order `order`, about centres(leaf)):
 ///   potentials(i) += -G Phi(x_i),   accelerations(i, :) += G grad Phi(x_i).
@@ -144,37 +193,12 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
   if (options.validate) detail::check_leaf_ranges(space, "l2p", leaves, ranges, num_nodes, num_particles);
   if (num_leaves == 0) return;
 
-  const Real g = static_cast<Real>(G);
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-  using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  auto kernel = KOKKOS_LAMBDA(const Member& member) {
-    const int leaf = leaves(member.league_rank());
-    const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
-    if (begin == end) return;
-    Scratch L(member.team_scratch(0), nc);
-    Scratch Gx(member.team_scratch(0), ng > 0 ? ng : 1);
-    Scratch Gy(member.team_scratch(0), ng > 0 ? ng : 1);
-    Scratch Gz(member.team_scratch(0), ng > 0 ? ng : 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { L(k) = locals(leaf, k); });
-    member.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, ng), [&](int k) {
-      int n = 0;
-      while ((n + 1) * (n + 1) <= k) ++n;
-      l2p_gradient_coefficient(n, k - n * n - n, L.data(), Gx(k), Gy(k), Gz(k));
-    });
-    member.team_barrier();
-    const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, begin, end), [&](int i) {
-      Real phi = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
-      l2p_particle(order, L.data(), Gx.data(), Gy.data(), Gz.data(), positions(i, 0) - cx,
-                   positions(i, 1) - cy, positions(i, 2) - cz, phi, gx, gy, gz);
-      potentials(i) -= g * phi;
-      accelerations(i, 0) += g * gx;
-      accelerations(i, 1) += g * gy;
-      accelerations(i, 2) += g * gz;
-    });
-  };
+  const detail::L2PKernel<ExecutionSpace, Leaves, Ranges, Centres, Locals, Positions, Accelerations,
+                          Potentials>
+      kernel{leaves, ranges, centres, locals, positions, accelerations, potentials, static_cast<Real>(G),
+             order,  nc,     ng};
   const std::size_t bytes = Scratch::shmem_size(nc) + 3 * Scratch::shmem_size(ng > 0 ? ng : 1);
   const int team = detail::choose_team_size<ExecutionSpace>("l2p", options.team_size, 32, bytes, 0,
                                                             Policy(space, num_leaves, 1), kernel);

@@ -25,6 +25,62 @@ KOKKOS_INLINE_FUNCTION void p2m_particle(int order, Real mass, Real dx, Real dy,
   });
 }
 
+namespace detail {
+/// The batched P2M kernel: one team per listed leaf (see kfmm::p2m). A functor rather than a lambda:
+/// an extended host-device lambda inside an operator instantiated in several nvcc-compiled files crashed
+/// on host backends (a call through a null pointer in the lambda wrapper; docs/gpu.md).
+template <class ExecutionSpace, class Positions, class Masses, class Ranges, class Leaves, class Centres,
+          class Multipoles>
+struct P2MKernel {
+  using Real = typename Multipoles::non_const_value_type;
+  using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  Positions positions;
+  Masses masses;
+  Ranges ranges;
+  Leaves leaves;
+  Centres centres;
+  Multipoles multipoles;
+  int order, nc;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    const int leaf = leaves(member.league_rank());
+    const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
+    const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
+    Real* out = &multipoles(leaf, 0);
+    const int team = member.team_size();
+    if (team == 1) {
+      for (int k = 0; k < nc; ++k) out[k] = Real(0);
+      for (int i = begin; i < end; ++i)
+        p2m_particle(order, masses(i), positions(i, 0) - cx, positions(i, 1) - cy, positions(i, 2) - cz, out);
+      return;
+    }
+    Scratch acc(member.team_scratch(0), nc);
+    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * nc);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { acc(k) = Real(0); });
+    for (int chunk = begin; chunk < end; chunk += team) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, team), [&](int t) {
+        Real* row = &rows(static_cast<std::size_t>(t) * nc);
+        for (int k = 0; k < nc; ++k) row[k] = Real(0);
+        const int i = chunk + t;
+        if (i < end)
+          p2m_particle(order, masses(i), positions(i, 0) - cx, positions(i, 1) - cy, positions(i, 2) - cz,
+                       row);
+      });
+      member.team_barrier();
+      const int used = end - chunk < team ? end - chunk : team;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) {
+        Real s = acc(k);
+        for (int t = 0; t < used; ++t) s += rows(static_cast<std::size_t>(t) * nc + k);
+        acc(k) = s;
+      });
+      member.team_barrier();
+    }
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { out[k] = acc(k); });
+  }
+};
+}  // namespace detail
+
 /// Batched P2M. For every node id in `leaves`, OVERWRITES row `leaf` of `multipoles` with the
 /// multipole (order `order`) about `centres(leaf)` of the particles ranges(leaf, 0) .. ranges(leaf, 1) - 1
 /// of `positions` / `masses` (an empty range gives zeros). Rows of nodes not listed are untouched.
@@ -75,43 +131,9 @@ void p2m(const ExecutionSpace& space, int order, const Positions& positions, con
   if (num_leaves == 0) return;
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-  using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  auto kernel = KOKKOS_LAMBDA(const Member& member) {
-    const int leaf = leaves(member.league_rank());
-    const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
-    const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
-    Real* out = &multipoles(leaf, 0);
-    const int team = member.team_size();
-    if (team == 1) {
-      for (int k = 0; k < nc; ++k) out[k] = Real(0);
-      for (int i = begin; i < end; ++i)
-        p2m_particle(order, masses(i), positions(i, 0) - cx, positions(i, 1) - cy, positions(i, 2) - cz, out);
-      return;
-    }
-    Scratch acc(member.team_scratch(0), nc);
-    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * nc);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { acc(k) = Real(0); });
-    for (int chunk = begin; chunk < end; chunk += team) {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, team), [&](int t) {
-        Real* row = &rows(static_cast<std::size_t>(t) * nc);
-        for (int k = 0; k < nc; ++k) row[k] = Real(0);
-        const int i = chunk + t;
-        if (i < end)
-          p2m_particle(order, masses(i), positions(i, 0) - cx, positions(i, 1) - cy, positions(i, 2) - cz,
-                       row);
-      });
-      member.team_barrier();
-      const int used = end - chunk < team ? end - chunk : team;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) {
-        Real s = acc(k);
-        for (int t = 0; t < used; ++t) s += rows(static_cast<std::size_t>(t) * nc + k);
-        acc(k) = s;
-      });
-      member.team_barrier();
-    }
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { out[k] = acc(k); });
-  };
+  const detail::P2MKernel<ExecutionSpace, Positions, Masses, Ranges, Leaves, Centres, Multipoles> kernel{
+      positions, masses, ranges, leaves, centres, multipoles, order, nc};
   const std::size_t row_bytes = Scratch::shmem_size(nc);
   const int team = detail::choose_team_size<ExecutionSpace>("p2m", options.team_size, 32, row_bytes,
                                                             row_bytes, Policy(space, num_leaves, 1), kernel);

@@ -26,3 +26,11 @@ if(KFMM_USE_KOKKOSKERNELS)
     message(STATUS "kfmm: Kokkos Kernels not found; the hand-written dense kernels are used")
   endif()
 endif()
+
+# On CUDA the tree's sort seam (tree/kfmm/tree/sort.hpp) uses CUB's onesweep radix sort (CUDA toolkit).
+option(KFMM_ENABLE_CUB_SORT "Sort the tree's Morton keys with CUB on CUDA builds" ON)
+set(KFMM_HAVE_CUB_SORT OFF)
+if(KFMM_ENABLE_CUB_SORT AND _kfmm_has_CUDA)
+  set(KFMM_HAVE_CUB_SORT ON)
+  message(STATUS "kfmm: CUB radix sort for the tree on CUDA")
+endif()

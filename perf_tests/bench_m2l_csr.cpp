@@ -71,14 +71,6 @@ const Host& host_problem(long long pairs) {
   return cache.emplace(pairs, std::move(h)).first->second;
 }
 
-Kokkos::View<int*, Mem> device_ints(const std::vector<int>& v, const std::string& label) {
-  Kokkos::View<int*, Mem> d(label, v.size());
-  auto h = Kokkos::create_mirror_view(d);
-  std::copy(v.begin(), v.end(), h.data());
-  Kokkos::deep_copy(d, h);
-  return d;
-}
-
 template <class Real>
 void bm_m2l(benchmark::State& state, kfmm::M2LLane lane, bool kokkos_kernels = false) {
   // --tiny: 4096 and 8192 pairs instead of 1M and 6M
@@ -88,9 +80,9 @@ void bm_m2l(benchmark::State& state, kfmm::M2LLane lane, bool kokkos_kernels = f
   const Host& h = host_problem(pairs);
   Space space;
   kfmm::InteractionList<Mem> list;
-  list.targets = device_ints(h.targets, "targets");
-  list.offsets = device_ints(h.offsets, "offsets");
-  list.sources = device_ints(h.sources, "sources");
+  list.targets = kfmm_bench::device_ints<Mem>(h.targets, "targets");
+  list.offsets = kfmm_bench::device_ints<Mem>(h.offsets, "offsets");
+  list.sources = kfmm_bench::device_ints<Mem>(h.sources, "sources");
   Kokkos::View<Real* [3], Mem> centres("centres", kNodes);
   kfmm::ExpansionView<Real, Mem> multipoles("multipoles", kNodes, nc), locals("locals", kNodes, nc);
   {

@@ -136,14 +136,6 @@ const Problem& problem(int n, int leaf) {
   return cache.emplace(std::make_pair(n, leaf), std::move(p)).first->second;
 }
 
-Kokkos::View<int*, Mem> device_ints(const std::vector<int>& v, const std::string& label) {
-  Kokkos::View<int*, Mem> d(label, v.size());
-  auto h = Kokkos::create_mirror_view(d);
-  std::copy(v.begin(), v.end(), h.data());
-  Kokkos::deep_copy(d, h);
-  return d;
-}
-
 template <class Real>
 struct Particles {
   Kokkos::View<Real*[3], Mem> x, a;
@@ -176,9 +168,9 @@ void bm_p2p(benchmark::State& state, bool accumulate_in_double) {
   const Problem& p = problem(particles(), leaf);
   Space space;
   kfmm::InteractionList<Mem> list;
-  list.targets = device_ints(p.targets, "targets");
-  list.offsets = device_ints(p.offsets, "offsets");
-  list.sources = device_ints(p.sources, "sources");
+  list.targets = kfmm_bench::device_ints<Mem>(p.targets, "targets");
+  list.offsets = kfmm_bench::device_ints<Mem>(p.offsets, "offsets");
+  list.sources = kfmm_bench::device_ints<Mem>(p.sources, "sources");
   Kokkos::View<int* [2], Mem> ranges("ranges", p.ranges.size() / 2);
   {
     auto h = Kokkos::create_mirror_view(ranges);

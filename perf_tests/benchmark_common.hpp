@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace kfmm_bench {
@@ -47,6 +48,16 @@ double time_fenced(benchmark::State& state, const ExecutionSpace& space, Work&& 
 }
 
 /// Sets ns_per_pair (and pairs_per_second) from a median time and the number of pairs per call.
+/// An int View in `Memory` holding `values` (CSR lists built on the host).
+template <class Memory>
+Kokkos::View<int*, Memory> device_ints(const std::vector<int>& values, const std::string& label) {
+  Kokkos::View<int*, Memory> d(label, values.size());
+  auto h = Kokkos::create_mirror_view(d);
+  std::copy(values.begin(), values.end(), h.data());
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
 inline void report_pairs(benchmark::State& state, double median_seconds, double pairs_per_call) {
   if (pairs_per_call <= 0 || median_seconds <= 0) return;
   state.counters["pairs"] = pairs_per_call;

@@ -4,7 +4,10 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
+#include <string>
 #include <tuple>
+#include <vector>
 
 namespace kfmm_test {
 
@@ -23,6 +26,16 @@ using ExecutionSpaces = std::tuple<
     Kokkos::Cuda
 #endif
     >;
+
+/// An int View in `Memory` holding `values` (node ids, CSR offsets and the like for the tests).
+template <class Memory>
+Kokkos::View<int*, Memory> device_ints(const std::vector<int>& values, const char* label = "ints") {
+  Kokkos::View<int*, Memory> v(std::string(label), values.size());
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t i = 0; i < values.size(); ++i) h(i) = values[i];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
 
 /// Copies a device View to a host mirror (a no-op copy on host spaces).
 template <class View>

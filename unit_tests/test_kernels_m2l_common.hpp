@@ -155,22 +155,13 @@ struct DeviceFar {
   kfmm::ExpansionView<Real, Mem> multipoles, locals;
 };
 
-template <class View>
-View device_ints(const std::vector<int>& v, const char* label) {
-  View d(std::string(label), v.size());
-  auto h = Kokkos::create_mirror_view(d);
-  for (size_t i = 0; i < v.size(); ++i) h(i) = v[i];
-  Kokkos::deep_copy(d, h);
-  return d;
-}
-
 template <class Real, class Space>
 DeviceFar<Real, Space> upload(const FarProblem& f) {
   using Mem = typename Space::memory_space;
   DeviceFar<Real, Space> d;
-  d.list.targets = device_ints<Kokkos::View<int*, Mem>>(f.targets, "targets");
-  d.list.offsets = device_ints<Kokkos::View<int*, Mem>>(f.offsets, "offsets");
-  d.list.sources = device_ints<Kokkos::View<int*, Mem>>(f.sources, "sources");
+  d.list.targets = kfmm_test::device_ints<Mem>(f.targets, "targets");
+  d.list.offsets = kfmm_test::device_ints<Mem>(f.offsets, "offsets");
+  d.list.sources = kfmm_test::device_ints<Mem>(f.sources, "sources");
   const int nc = f.nc();
   d.centres = Kokkos::View<Real* [3], Mem>("centres", f.nodes);
   d.multipoles = kfmm::ExpansionView<Real, Mem>("multipoles", f.nodes, nc);
@@ -376,7 +367,7 @@ void check_refusals() {
   Kokkos::deep_copy(d.locals, Real(1));
   kfmm::m2l(space, 4, empty, d.centres, d.multipoles, d.locals);
   kfmm::InteractionList<Mem> rows;
-  rows.targets = device_ints<Kokkos::View<int*, Mem>>({0, 1, 2}, "targets");
+  rows.targets = kfmm_test::device_ints<Mem>({0, 1, 2}, "targets");
   rows.offsets = Kokkos::View<int*, Mem>("offsets", 4);
   for (auto lane : {kfmm::M2LLane::fused, kfmm::M2LLane::baseline}) {
     kfmm::M2LOptions o;

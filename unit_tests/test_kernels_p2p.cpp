@@ -94,15 +94,6 @@ Reference list_reference(const HostParticles& p, const HostList& l, double G, do
   return r;
 }
 
-template <class View>
-View int_view(const std::vector<int>& v, const char* label) {
-  View d(std::string(label), v.size());
-  auto h = Kokkos::create_mirror_view(d);
-  for (size_t i = 0; i < v.size(); ++i) h(i) = v[i];
-  Kokkos::deep_copy(d, h);
-  return d;
-}
-
 template <class Space>
 struct DeviceProblem {
   using Mem = typename Space::memory_space;
@@ -114,9 +105,9 @@ template <class Space>
 DeviceProblem<Space> upload(const HostList& l) {
   using Mem = typename Space::memory_space;
   DeviceProblem<Space> d;
-  d.list.targets = int_view<Kokkos::View<int*, Mem>>(l.targets, "targets");
-  d.list.offsets = int_view<Kokkos::View<int*, Mem>>(l.offsets, "offsets");
-  d.list.sources = int_view<Kokkos::View<int*, Mem>>(l.sources, "sources");
+  d.list.targets = kfmm_test::device_ints<Mem>(l.targets, "targets");
+  d.list.offsets = kfmm_test::device_ints<Mem>(l.offsets, "offsets");
+  d.list.sources = kfmm_test::device_ints<Mem>(l.sources, "sources");
   d.ranges = Kokkos::View<int* [2], Mem>("ranges", l.ranges.size() / 2);
   auto h = Kokkos::create_mirror_view(d.ranges);
   for (size_t i = 0; i < l.ranges.size() / 2; ++i) {
@@ -267,7 +258,7 @@ TEMPLATE_LIST_TEST_CASE("direct_sum on a subset equals the full sum", "[kernels]
   Kokkos::View<double*, Mem> phi("phi", p.n());
   kfmm::direct_sum(space, d.x, d.m, 1.0, 0.01, a, phi);
   const std::vector<int> sample = {300, 0, 17, 17, 150, 1, 299, 64};
-  auto t = int_view<Kokkos::View<int*, Mem>>(sample, "targets");
+  auto t = kfmm_test::device_ints<Mem>(sample, "targets");
   Kokkos::View<double* [3], Mem> as("as", sample.size());
   Kokkos::View<double*, Mem> ps("ps", sample.size());
   kfmm::direct_sum(space, d.x, d.m, 1.0, 0.01, as, ps, t);
@@ -284,7 +275,7 @@ TEMPLATE_LIST_TEST_CASE("direct_sum on a subset equals the full sum", "[kernels]
   Kokkos::View<double* [3], Mem> a0("a0", 0);
   Kokkos::View<double*, Mem> p0("p0", 0);
   kfmm::direct_sum(space, d.x, d.m, 1.0, 0.0, a0, p0, none);
-  auto bad = int_view<Kokkos::View<int*, Mem>>({0, 301}, "bad");
+  auto bad = kfmm_test::device_ints<Mem>({0, 301}, "bad");
   Kokkos::View<double* [3], Mem> a2("a2", 2);
   Kokkos::View<double*, Mem> p2("p2", 2);
   CHECK_THROWS_AS(kfmm::direct_sum(space, d.x, d.m, 1.0, 0.0, a2, p2, bad), kfmm::Error);

@@ -125,15 +125,6 @@ struct DeviceClusters {
   }
 };
 
-template <class Memory>
-Kokkos::View<int*, Memory> id_list(std::vector<int> ids) {
-  Kokkos::View<int*, Memory> v("ids", ids.size());
-  auto h = Kokkos::create_mirror_view(v);
-  for (std::size_t i = 0; i < ids.size(); ++i) h(i) = ids[i];
-  Kokkos::deep_copy(v, h);
-  return v;
-}
-
 /// Relative L2 errors (acceleration, potential) of the FMM chain at the target particles, against a
 /// long double direct sum over the source particles (G = 1.5).
 template <class ExecutionSpace, class Real>
@@ -147,10 +138,10 @@ std::pair<double, double> chain_error(const TwoClusters& c, int order, int team_
   Kokkos::deep_copy(multipoles, Real(7));  // P2M and M2M overwrite
   const kfmm::ExpansionOptions options{team_size};
   const double G = 1.5;
-  kfmm::p2m(space, order, d.positions, d.masses, d.ranges, id_list<Memory>({1, 2, 3, 4, 5, 6, 7, 8}),
-            d.centres, multipoles, options);
-  kfmm::m2m(space, order, id_list<Memory>({0}), d.first_child, d.num_children, d.centres, multipoles,
-            options);
+  kfmm::p2m(space, order, d.positions, d.masses, d.ranges,
+            kfmm_test::device_ints<Memory>({1, 2, 3, 4, 5, 6, 7, 8}), d.centres, multipoles, options);
+  kfmm::m2m(space, order, kfmm_test::device_ints<Memory>({0}), d.first_child, d.num_children, d.centres,
+            multipoles, options);
   auto M = multipoles;
   auto centres = d.centres;
   Kokkos::parallel_for(
@@ -158,9 +149,10 @@ std::pair<double, double> chain_error(const TwoClusters& c, int order, int team_
         kfmm::m2l_rotation_pair(order, &M(0, 0), centres(9, 0) - centres(0, 0), centres(9, 1) - centres(0, 1),
                                 centres(9, 2) - centres(0, 2), &locals(9, 0));
       });
-  kfmm::l2l(space, order, id_list<Memory>({10, 11, 12, 13, 14, 15, 16, 17}), d.parent, d.centres, locals);
-  kfmm::l2p(space, order, G, id_list<Memory>({10, 11, 12, 13, 14, 15, 16, 17}), d.ranges, d.centres, locals,
-            d.positions, d.accelerations, d.potentials, options);
+  kfmm::l2l(space, order, kfmm_test::device_ints<Memory>({10, 11, 12, 13, 14, 15, 16, 17}), d.parent,
+            d.centres, locals);
+  kfmm::l2p(space, order, G, kfmm_test::device_ints<Memory>({10, 11, 12, 13, 14, 15, 16, 17}), d.ranges,
+            d.centres, locals, d.positions, d.accelerations, d.potentials, options);
   auto a = kfmm_test::to_host(d.accelerations);
   auto phi = kfmm_test::to_host(d.potentials);
   auto xs = kfmm_test::to_host(d.positions);
@@ -257,10 +249,11 @@ TEMPLATE_LIST_TEST_CASE("each translation matches its definition", "[operators][
   DeviceClusters<TestType, double> d(c);
   const int p = 9, nc = kfmm::num_coefficients(p);
   kfmm::ExpansionView<double, Memory> M("M", c.num_nodes, nc), direct("direct", c.num_nodes, nc);
-  kfmm::p2m(space, p, d.positions, d.masses, d.ranges, id_list<Memory>({1, 2, 3, 4, 5, 6, 7, 8}), d.centres,
-            M);
-  kfmm::m2m(space, p, id_list<Memory>({0}), d.first_child, d.num_children, d.centres, M);
-  kfmm::p2m(space, p, d.positions, d.masses, d.ranges, id_list<Memory>({0}), d.centres, direct);
+  kfmm::p2m(space, p, d.positions, d.masses, d.ranges,
+            kfmm_test::device_ints<Memory>({1, 2, 3, 4, 5, 6, 7, 8}), d.centres, M);
+  kfmm::m2m(space, p, kfmm_test::device_ints<Memory>({0}), d.first_child, d.num_children, d.centres, M);
+  kfmm::p2m(space, p, d.positions, d.masses, d.ranges, kfmm_test::device_ints<Memory>({0}), d.centres,
+            direct);
   auto M_h = kfmm_test::to_host(M);
   auto direct_h = kfmm_test::to_host(direct);
   std::vector<long double> ref(nc);
@@ -277,7 +270,7 @@ TEMPLATE_LIST_TEST_CASE("each translation matches its definition", "[operators][
   std::uniform_real_distribution<double> u(-1, 1);
   for (int k = 0; k < nc; ++k) L_h(9, k) = u(rng);
   Kokkos::deep_copy(L, L_h);
-  kfmm::l2l(space, p, id_list<Memory>({12}), d.parent, d.centres, L);
+  kfmm::l2l(space, p, kfmm_test::device_ints<Memory>({12}), d.parent, d.centres, L);
   L_h = kfmm_test::to_host(L);
   for (int trial = 0; trial < 5; ++trial) {
     const double x[3] = {c.centre[3 * 12] + 0.2 * u(rng), c.centre[3 * 12 + 1] + 0.2 * u(rng),

@@ -12,18 +12,6 @@
 
 using Catch::Matchers::ContainsSubstring;
 
-namespace {
-template <class Memory>
-Kokkos::View<int*, Memory> ids(std::initializer_list<int> list) {
-  Kokkos::View<int*, Memory> v("ids", list.size());
-  auto h = Kokkos::create_mirror_view(v);
-  int i = 0;
-  for (int x : list) h(i++) = x;
-  Kokkos::deep_copy(v, h);
-  return v;
-}
-}  // namespace
-
 TEMPLATE_LIST_TEST_CASE("expansion operators reject bad arguments", "[operators][errors]",
                         kfmm_test::ExecutionSpaces) {
   using Memory = typename TestType::memory_space;
@@ -45,21 +33,23 @@ TEMPLATE_LIST_TEST_CASE("expansion operators reject bad arguments", "[operators]
   Kokkos::deep_copy(first_child, fc);
   Kokkos::deep_copy(num_children, nch);
   Kokkos::deep_copy(parent, pa);
-  auto leaves = ids<Memory>({1, 2});
+  auto leaves = kfmm_test::device_ints<Memory>({1, 2});
 
   // Orders out of range.
   CHECK_THROWS_WITH(kfmm::p2m(space, 17, x, m, ranges, leaves, centres, M),
                     ContainsSubstring("p2m order = 17 is out of range"));
-  CHECK_THROWS_WITH(kfmm::m2m(space, -1, ids<Memory>({0}), first_child, num_children, centres, M),
-                    ContainsSubstring("m2m order = -1 is out of range"));
+  CHECK_THROWS_WITH(
+      kfmm::m2m(space, -1, kfmm_test::device_ints<Memory>({0}), first_child, num_children, centres, M),
+      ContainsSubstring("m2m order = -1 is out of range"));
   CHECK_THROWS_WITH(kfmm::l2l(space, 99, leaves, parent, centres, M), ContainsSubstring("l2l order = 99"));
   CHECK_THROWS_WITH(kfmm::l2p(space, 17, 1.0, leaves, ranges, centres, M, x, acc, phi),
                     ContainsSubstring("l2p order = 17"));
   // Expansion Views too narrow for the order.
   CHECK_THROWS_WITH(kfmm::p2m(space, p, x, m, ranges, leaves, centres, small),
                     ContainsSubstring("p2m: multipoles has 24 columns, order 4 needs 25"));
-  CHECK_THROWS_WITH(kfmm::m2m(space, p, ids<Memory>({0}), first_child, num_children, centres, small),
-                    ContainsSubstring("m2m: multipoles has 24 columns"));
+  CHECK_THROWS_WITH(
+      kfmm::m2m(space, p, kfmm_test::device_ints<Memory>({0}), first_child, num_children, centres, small),
+      ContainsSubstring("m2m: multipoles has 24 columns"));
   CHECK_THROWS_WITH(kfmm::l2l(space, p, leaves, parent, centres, small),
                     ContainsSubstring("l2l: locals has 24"));
   CHECK_THROWS_WITH(kfmm::l2p(space, p, 1.0, leaves, ranges, centres, small, x, acc, phi),
@@ -76,13 +66,15 @@ TEMPLATE_LIST_TEST_CASE("expansion operators reject bad arguments", "[operators]
   CHECK_THROWS_WITH(kfmm::l2p(space, p, std::nan(""), leaves, ranges, centres, M, x, acc, phi),
                     ContainsSubstring("l2p: G = nan must be finite"));
   // Node ids and ranges out of bounds (validated on the execution space before the kernel).
-  CHECK_THROWS_WITH(kfmm::p2m(space, p, x, m, ranges, ids<Memory>({1, 3}), centres, M),
+  CHECK_THROWS_WITH(kfmm::p2m(space, p, x, m, ranges, kfmm_test::device_ints<Memory>({1, 3}), centres, M),
                     ContainsSubstring("p2m: 1 of the 2 listed leaves are not node ids in [0, 3)"));
-  CHECK_THROWS_WITH(kfmm::l2p(space, p, 1.0, ids<Memory>({-1}), ranges, centres, M, x, acc, phi),
-                    ContainsSubstring("l2p: 1 of the 1 listed leaves"));
-  CHECK_THROWS_WITH(kfmm::m2m(space, p, ids<Memory>({0, 7}), first_child, num_children, centres, M),
-                    ContainsSubstring("m2m: 1 of the 2 listed parents"));
-  CHECK_THROWS_WITH(kfmm::l2l(space, p, ids<Memory>({0}), parent, centres, M),
+  CHECK_THROWS_WITH(
+      kfmm::l2p(space, p, 1.0, kfmm_test::device_ints<Memory>({-1}), ranges, centres, M, x, acc, phi),
+      ContainsSubstring("l2p: 1 of the 1 listed leaves"));
+  CHECK_THROWS_WITH(
+      kfmm::m2m(space, p, kfmm_test::device_ints<Memory>({0, 7}), first_child, num_children, centres, M),
+      ContainsSubstring("m2m: 1 of the 2 listed parents"));
+  CHECK_THROWS_WITH(kfmm::l2l(space, p, kfmm_test::device_ints<Memory>({0}), parent, centres, M),
                     ContainsSubstring("l2l: 1 of the 1 listed children"));  // the root has no parent
   r(2, 1) = 5;                                                              // past the last particle
   Kokkos::deep_copy(ranges, r);
@@ -93,11 +85,13 @@ TEMPLATE_LIST_TEST_CASE("expansion operators reject bad arguments", "[operators]
   CHECK_THROWS_AS(kfmm::l2p(space, p, 1.0, leaves, ranges, centres, M, x, acc, phi), kfmm::Error);
   nch(0) = 3;  // children 1..3: node 3 does not exist
   Kokkos::deep_copy(num_children, nch);
-  CHECK_THROWS_AS(kfmm::m2m(space, p, ids<Memory>({0}), first_child, num_children, centres, M), kfmm::Error);
+  CHECK_THROWS_AS(
+      kfmm::m2m(space, p, kfmm_test::device_ints<Memory>({0}), first_child, num_children, centres, M),
+      kfmm::Error);
   // A team size above the backend's maximum.
   kfmm::ExpansionOptions huge;
   huge.team_size = 1 << 20;
-  CHECK_THROWS_WITH(kfmm::p2m(space, p, x, m, ranges, ids<Memory>({1}), centres, M, huge),
+  CHECK_THROWS_WITH(kfmm::p2m(space, p, x, m, ranges, kfmm_test::device_ints<Memory>({1}), centres, M, huge),
                     ContainsSubstring("p2m: team_size = 1048576 exceeds"));
 
   // Empty lists are valid and touch nothing; N = 0 particles and an empty leaf give zeros.
@@ -136,7 +130,7 @@ TEMPLATE_LIST_TEST_CASE("single particle P2M and L2P at the centre and on the ax
   auto r = Kokkos::create_mirror_view(ranges);
   r(0, 0) = 0, r(0, 1) = 1;
   Kokkos::deep_copy(ranges, r);
-  auto leaf = ids<Memory>({0});
+  auto leaf = kfmm_test::device_ints<Memory>({0});
   kfmm::p2m(space, p, x, m, ranges, leaf, centres, M);
   auto M_h = kfmm_test::to_host(M);
   for (int k = 0; k < nc; ++k) CHECK(M_h(0, k) == (k == 0 ? 2.5f : 0.0f));

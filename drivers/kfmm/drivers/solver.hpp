@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/particle_types.hpp"
@@ -295,8 +296,7 @@ class Solver {
     // The calibrated leaf sizes balance near and far work on a CPU core; a GPU's P2P runs at ~1e12
     // interactions/s, so there twice the leaf size is faster at the same error (measured on the H200,
     // docs/benchmarks.md: 16-30 % less time per evaluation at p = 4..6).
-    constexpr int leaf_factor =
-        Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible ? 1 : 2;
+    constexpr int leaf_factor = detail::is_host_execution_space<ExecutionSpace> ? 1 : 2;
     leaf_size_ = options.leaf_size > 0 ? options.leaf_size : leaf_factor * choice.leaf_size;
     predicted_error_ = choice.predicted_error;
     // Explicit (p, theta): keep the softening error below the truncation error the calibration predicts

@@ -19,15 +19,10 @@
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/interaction_list.hpp"
 
 namespace kfmm::detail {
-
-/// True when kernels of ExecutionSpace run on the host (Serial, OpenMP, Threads): there the kernels
-/// use one thread per work item with a vectorisable inner loop instead of a cooperative team.
-template <class ExecutionSpace>
-inline constexpr bool is_host_execution_space =
-    Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
 
 /// The chunk table of a CSR list (see the file comment). All Views live in MemorySpace.
 template <class MemorySpace>

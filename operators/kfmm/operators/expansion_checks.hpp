@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
 
 namespace kfmm {
@@ -27,11 +28,6 @@ struct ExpansionOptions {
 };
 
 namespace detail {
-
-/// True when ExecutionSpace runs on the host (team size 1 there: the league is the parallelism).
-template <class ExecutionSpace>
-inline constexpr bool is_host_space =
-    Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
 
 /// Compile-time checks of one View argument: rank, and memory reachable from the execution space.
 template <class ExecutionSpace, class View, int Rank>
@@ -129,7 +125,7 @@ int choose_team_size(const char* op, int requested, int gpu_default, std::size_t
             max_team);
     return requested;
   }
-  if (is_host_space<ExecutionSpace>) return 1;
+  if (is_host_execution_space<ExecutionSpace>) return 1;
   int team = gpu_default < max_team ? gpu_default : max_team;
   while (team > 1 && fixed_bytes + per_thread_bytes * static_cast<std::size_t>(team) > 32 * 1024) team /= 2;
   return team;

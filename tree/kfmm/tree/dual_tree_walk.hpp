@@ -320,6 +320,15 @@ void grow(View& v, long long needed, long long keep) {
   v = grown;
 }
 
+/// grow(v, needed, keep) when v holds fewer than `needed` entries; true when it grew (the round that
+/// overflowed is then re-run).
+template <class View>
+bool grow_to(View& v, long long needed, long long keep) {
+  if (needed <= static_cast<long long>(v.extent(0))) return false;
+  grow(v, needed, keep);
+  return true;
+}
+
 template <class View>
 void ensure(View& v, long long want, const char* label) {
   if (static_cast<long long>(v.extent(0)) < want) {
@@ -531,24 +540,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       Kokkos::parallel_scan("kfmm::walk::round",
                             Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<int>(entries)), round,
                             totals);
-      bool regrow = false;
-      if (far_count + totals.far > round.far_cap) {
-        detail::grow(ws.far_sources, far_count + totals.far, far_count);
-        regrow = true;
-      }
-      if (near_count + totals.near > round.near_cap) {
-        detail::grow(ws.near_sources, near_count + totals.near, near_count);
-        regrow = true;
-      }
-      if (totals.pending > round.pending_cap) {
-        detail::grow(ws.pending, totals.pending, 0);
-        regrow = true;
-      }
-      if (deferred_count + totals.deferred > round.deferred_cap) {
-        detail::grow(ws.deferred_t[0], deferred_count + totals.deferred, deferred_count);
-        detail::grow(ws.deferred_s[0], deferred_count + totals.deferred, deferred_count);
-        regrow = true;
-      }
+      // (| rather than ||: every buffer that overflowed grows before the re-run)
+      const bool regrow =
+          detail::grow_to(ws.far_sources, far_count + totals.far, far_count) |
+          detail::grow_to(ws.near_sources, near_count + totals.near, near_count) |
+          detail::grow_to(ws.pending, totals.pending, 0) |
+          detail::grow_to(ws.deferred_t[0], deferred_count + totals.deferred, deferred_count) |
+          detail::grow_to(ws.deferred_s[0], deferred_count + totals.deferred, deferred_count);
       if (!regrow) break;
       ++lists.statistics.regrowths;
     }
@@ -599,22 +597,12 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       Kokkos::parallel_scan("kfmm::walk::deferred",
                             Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<int>(deferred_count)),
                             round, totals);
-      bool regrow = false;
-      if (extra_far + totals.far > round.far_cap) {
-        detail::grow(ws.extra_far_s, extra_far + totals.far, extra_far);
-        detail::grow(ws.extra_far_t, extra_far + totals.far, extra_far);
-        regrow = true;
-      }
-      if (extra_near + totals.near > round.near_cap) {
-        detail::grow(ws.extra_near_s, extra_near + totals.near, extra_near);
-        detail::grow(ws.extra_near_t, extra_near + totals.near, extra_near);
-        regrow = true;
-      }
-      if (totals.deferred > round.deferred_cap) {
-        detail::grow(ws.deferred_t[1 - b], totals.deferred, 0);
-        detail::grow(ws.deferred_s[1 - b], totals.deferred, 0);
-        regrow = true;
-      }
+      const bool regrow = detail::grow_to(ws.extra_far_s, extra_far + totals.far, extra_far) |
+                          detail::grow_to(ws.extra_far_t, extra_far + totals.far, extra_far) |
+                          detail::grow_to(ws.extra_near_s, extra_near + totals.near, extra_near) |
+                          detail::grow_to(ws.extra_near_t, extra_near + totals.near, extra_near) |
+                          detail::grow_to(ws.deferred_t[1 - b], totals.deferred, 0) |
+                          detail::grow_to(ws.deferred_s[1 - b], totals.deferred, 0);
       if (!regrow) break;
       ++lists.statistics.regrowths;
     }

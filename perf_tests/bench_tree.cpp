@@ -109,8 +109,8 @@ void BM_build(benchmark::State& state) {
   state.counters["levels"] = tree.num_levels;
 }
 
-/// The walk alone with a reused workspace, at a given WalkOptions::descent_budget.
-void run_walk(benchmark::State& state, int descent_budget) {
+/// The walk alone with a reused workspace.
+void BM_walk(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0)), leaf = static_cast<int>(state.range(1));
   const int dist = static_cast<int>(state.range(2));
   state.SetLabel(distribution_name(dist));
@@ -120,22 +120,11 @@ void run_walk(benchmark::State& state, int descent_budget) {
   kfmm::WalkWorkspace<Memory> ws;
   kfmm::InteractionLists<Memory> lists;
   kfmm::WalkOptions options{kTheta};
-  options.descent_budget = descent_budget;
   const double t =
       kfmm_bench::time_fenced(state, space, [&] { lists = kfmm::dual_tree_walk(space, tree, options, ws); });
   state.counters["ns_per_particle"] = t * 1e9 / n;
-  state.counters["deferred"] = static_cast<double>(lists.statistics.deferred);
-  state.counters["deferred_passes"] = lists.statistics.deferred_passes;
+  state.counters["pairs_visited_per_particle"] = static_cast<double>(lists.statistics.pairs_visited) / n;
   report_lists(state, tree, lists);
-}
-
-void BM_walk(benchmark::State& state) {
-  run_walk(state, kfmm::WalkOptions{}.descent_budget);
-}
-
-/// The walk at several descent budgets (how many sources one entry opens in its thread).
-void BM_walk_budget(benchmark::State& state) {
-  run_walk(state, static_cast<int>(state.range(3)));
 }
 
 void BM_tree_and_lists(benchmark::State& state) {
@@ -162,7 +151,7 @@ void sizes(benchmark::internal::Benchmark* b) {
   if (device) ns.push_back(10000000);
   if (kfmm_bench::tiny()) ns = {10000};
   for (int dist : {0, 1})
-    for (int leaf : {16, 32, 64})
+    for (int leaf : {16, 32, 64, 128})
       for (int n : ns) b->Args({n, leaf, dist});
   b->ArgNames({"n", "leaf", "plummer0_uniform1"})->UseManualTime()->Unit(benchmark::kMillisecond);
 }
@@ -176,14 +165,5 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_build", BM_build)->Apply(sizes);
   benchmark::RegisterBenchmark("BM_walk", BM_walk)->Apply(sizes);
   benchmark::RegisterBenchmark("BM_tree_and_lists", BM_tree_and_lists)->Apply(sizes);
-  benchmark::RegisterBenchmark("BM_walk_budget", BM_walk_budget)
-      ->Apply([](benchmark::internal::Benchmark* b) {
-        const int n = kfmm_bench::tiny() ? 10000 : 1000000;
-        for (int leaf : {32, 64})
-          for (int budget : {1, 2, 4, 32, 1 << 30}) b->Args({n, leaf, 0, budget});
-        b->ArgNames({"n", "leaf", "plummer0_uniform1", "budget"})
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
-      });
   return kfmm_bench::run_main(argc, argv);
 }

@@ -388,5 +388,26 @@ TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh 
     REQUIRE(reused.centres == fresh.centres);
     REQUIRE(reused.radii == fresh.radii);
     check_structure(in, reused);
+    // The topology's tiling (positions per thread) does not change the tree.
+    for (int tile : {1, 3, 64, 1 << 20}) {
+      INFO("topology_tile " << tile);
+      kfmm::OctreeWorkspace<typename Space::memory_space> tiled;
+      tiled.topology_tile = tile;
+      kfmm::Octree<Space, double> t;
+      kfmm::build_octree(Space(), d.positions, d.masses, 8, t, tiled);
+      const HostTree<double> h(t);
+      REQUIRE(h.level_offsets == fresh.level_offsets);
+      REQUIRE(h.begin == fresh.begin);
+      REQUIRE(h.end == fresh.end);
+      REQUIRE(h.parent == fresh.parent);
+      REQUIRE(h.first_child == fresh.first_child);
+      REQUIRE(h.level == fresh.level);
+      REQUIRE(h.num_children == fresh.num_children);
+      REQUIRE(h.leaves == fresh.leaves);
+    }
   }
+  kfmm::OctreeWorkspace<typename Space::memory_space> bad;
+  bad.topology_tile = -1;
+  kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input("uniform", 10, 5));
+  REQUIRE_THROWS_AS(kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, bad), kfmm::Error);
 }

@@ -63,16 +63,14 @@ void check_lists(const Input& in, const HostTree<Real>& t, const HostList& far, 
                << " min_separation = " << o.min_separation);
   const auto far_pairs = check_csr(far, t.num_nodes);
   const auto near_pairs = check_csr(near, t.num_nodes);
-  // With an unbounded descent budget the walk always splits the larger node, so (A, B) and (B, A)
-  // make the same decisions and both lists are symmetric; a bounded budget may split a target instead.
-  const bool symmetric = o.descent_budget >= (1 << 20);
-  // Far pairs: distinct nodes that satisfy the MAC, each once (and both directions when symmetric).
+  // Far pairs: distinct nodes that satisfy the MAC, each once and in both directions (the walk splits
+  // the same node of (A, B) and (B, A)).
   std::multiset<std::pair<int, int>> far_set(far_pairs.begin(), far_pairs.end());
   for (const auto& p : far_pairs) {
     REQUIRE(p.first != p.second);
     REQUIRE(mac(t, p.first, p.second, o));
     REQUIRE(far_set.count(p) == 1);
-    if (symmetric) REQUIRE(far_set.count({p.second, p.first}) == 1);
+    REQUIRE(far_set.count({p.second, p.first}) == 1);
   }
   // Near pairs: leaves; one row per leaf with its self pair once; no near pair passes the MAC.
   std::set<int> leaves(t.leaves.begin(), t.leaves.end());
@@ -82,7 +80,7 @@ void check_lists(const Input& in, const HostTree<Real>& t, const HostList& far, 
     REQUIRE(leaves.count(p.first) == 1);
     REQUIRE(leaves.count(p.second) == 1);
     REQUIRE(near_set.count(p) == 1);
-    if (symmetric) REQUIRE(near_set.count({p.second, p.first}) == 1);
+    REQUIRE(near_set.count({p.second, p.first}) == 1);
     if (p.first != p.second) REQUIRE_FALSE(mac(t, p.first, p.second, o));
   }
   for (int leaf : leaves) REQUIRE(near_set.count({leaf, leaf}) == 1);
@@ -148,9 +146,6 @@ TEMPLATE_LIST_TEST_CASE("walk lists satisfy the MAC and cover every pair exactly
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   check_walks<Space, double>(kfmm::WalkOptions{0.6}, {1, 8, 32});
-  kfmm::WalkOptions larger_first{0.6};
-  larger_first.descent_budget = 1 << 30;  // the classic rule: symmetric lists
-  check_walks<Space, double>(larger_first, {1, 8});
   check_walks<Space, float>(kfmm::WalkOptions{0.5}, {4, 16});
   check_walks<Space, double>(kfmm::WalkOptions{0.99}, {8});
   check_walks<Space, double>(kfmm::WalkOptions{0.3}, {8});
@@ -160,34 +155,6 @@ TEMPLATE_LIST_TEST_CASE("walk honours min_separation", "[tree][walk]", kfmm_test
   using Space = TestType;
   check_walks<Space, double>(kfmm::WalkOptions{0.7, 0.05}, {8});
   check_walks<Space, float>(kfmm::WalkOptions{0.5, 0.2}, {2});
-}
-
-TEMPLATE_LIST_TEST_CASE("walk defers long descents and still covers every pair once", "[tree][walk]",
-                        kfmm_test::ExecutionSpaces) {
-  using Space = TestType;
-  kfmm::WalkOptions o{0.6};
-  o.descent_budget = 1;  // every leaf target's descent beyond one opened source is deferred
-  check_walks<Space, double>(o, {1, 8});
-  o.theta = 0.5;
-  o.min_separation = 0.05;
-  check_walks<Space, float>(o, {4});
-  // On a Plummer sphere the deferred passes run, and the merged lists are reproducible.
-  const auto in = kfmm_tree_test::make_input("plummer", 5000, 3);
-  kfmm_tree_test::DeviceInput<Space, float> d(in);
-  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 8);
-  kfmm::WalkOptions b{0.6};
-  b.descent_budget = 2;
-  kfmm::WalkWorkspace<typename Space::memory_space> ws;
-  const auto first = kfmm::dual_tree_walk(Space(), tree, b, ws);
-  REQUIRE(first.statistics.deferred > 0);
-  REQUIRE(first.statistics.deferred_passes > 0);
-  const HostList far1(first.far), near1(first.near);
-  check_lists(in, HostTree<float>(tree), far1, near1, b);
-  const auto again = kfmm::dual_tree_walk(Space(), tree, b, ws);
-  REQUIRE(HostList(again.far) == far1);
-  REQUIRE(HostList(again.near) == near1);
-  b.descent_budget = 0;
-  REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, b), kfmm::Error);
 }
 
 TEMPLATE_LIST_TEST_CASE("walk of tiny trees", "[tree][walk]", kfmm_test::ExecutionSpaces) {
@@ -223,26 +190,47 @@ TEMPLATE_LIST_TEST_CASE("walk of tiny trees", "[tree][walk]", kfmm_test::Executi
   check_lists(in2, HostTree<double>(t2), HostList(l2.far), HostList(l2.near), kfmm::WalkOptions{0.9});
 }
 
-TEMPLATE_LIST_TEST_CASE("walk grows its buffers and reuses a workspace", "[tree][walk]",
+TEMPLATE_LIST_TEST_CASE("walk reuses a workspace and gives the same lists in slices", "[tree][walk]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;
-  const auto in = kfmm_tree_test::make_input("uniform", 2000, 4);
-  kfmm_tree_test::DeviceInput<Space, double> d(in);
-  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 1);
-  const kfmm::WalkOptions o{0.95};
+  const auto in = kfmm_tree_test::make_input("plummer", 5000, 4);
+  kfmm_tree_test::DeviceInput<Space, float> d(in);
+  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 8);
+  const kfmm::WalkOptions o{0.6};
   kfmm::WalkWorkspace<typename Space::memory_space> ws;
-  ws.far_per_node = ws.near_per_leaf = ws.pending_per_node = 0;  // force every buffer to grow
   const auto first = kfmm::dual_tree_walk(Space(), tree, o, ws);
-  REQUIRE(first.statistics.regrowths > 0);  // the initial capacities are too small here
   const HostList far1(first.far), near1(first.near);
-  check_lists(in, HostTree<double>(tree), far1, near1, o);
+  check_lists(in, HostTree<float>(tree), far1, near1, o);
+  REQUIRE(first.statistics.rounds > tree.num_levels);  // pairs of different levels take extra rounds
+  REQUIRE(first.statistics.pairs_visited >
+          static_cast<long long>(far1.sources.size() + near1.sources.size()));
+  // A second walk with the workspace: same lists, and no buffer was reallocated.
+  const auto* keys = ws.pair_keys.data();
+  const auto* queue = ws.queue[0].data();
   const auto second = kfmm::dual_tree_walk(Space(), tree, o, ws);
-  REQUIRE(second.statistics.regrowths == 0);  // the workspace kept its capacities
+  REQUIRE(ws.pair_keys.data() == keys);
+  REQUIRE(ws.queue[0].data() == queue);
   REQUIRE(HostList(second.far) == far1);
   REQUIRE(HostList(second.near) == near1);
+  REQUIRE(second.statistics.rounds == first.statistics.rounds);
+  REQUIRE(second.statistics.pairs_visited == first.statistics.pairs_visited);
+  // Rounds cut into slices of 1, 7 and 1000 open pairs (buffers grow between slices, keeping what
+  // earlier slices wrote): identical lists.
+  for (long long slice : {1LL, 7LL, 1000LL}) {
+    kfmm::WalkWorkspace<typename Space::memory_space> sliced;
+    sliced.slice = slice;
+    const auto l = kfmm::dual_tree_walk(Space(), tree, o, sliced);
+    REQUIRE(HostList(l.far) == far1);
+    REQUIRE(HostList(l.near) == near1);
+  }
   const auto fresh = kfmm::dual_tree_walk(Space(), tree, o);
   REQUIRE(HostList(fresh.far) == far1);
   REQUIRE(HostList(fresh.near) == near1);
+  for (long long slice : {0LL, (1LL << 25) + 1}) {
+    kfmm::WalkWorkspace<typename Space::memory_space> bad;
+    bad.slice = slice;
+    REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, o, bad), kfmm::Error);
+  }
 }
 
 TEMPLATE_LIST_TEST_CASE("walk rejects bad options", "[tree][walk]", kfmm_test::ExecutionSpaces) {
@@ -263,16 +251,13 @@ TEST_CASE("walk lists are identical on Serial and OpenMP", "[tree][walk]") {
     kfmm_tree_test::DeviceInput<Kokkos::OpenMP, float> dp(in);
     const auto ts = kfmm::build_octree(Kokkos::Serial(), ds.positions, ds.masses, 16);
     const auto tp = kfmm::build_octree(Kokkos::OpenMP(), dp.positions, dp.masses, 16);
-    for (int budget : {32, 2}) {
-      kfmm::WalkOptions o{0.6};
-      o.descent_budget = budget;
-      const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, o);
-      const auto lp = kfmm::dual_tree_walk(Kokkos::OpenMP(), tp, o);
-      REQUIRE(HostList(ls.far) == HostList(lp.far));
-      REQUIRE(HostList(ls.near) == HostList(lp.near));
-      REQUIRE(ls.statistics.rounds == lp.statistics.rounds);
-      REQUIRE(ls.statistics.deferred == lp.statistics.deferred);
-    }
+    const kfmm::WalkOptions o{0.6};
+    const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, o);
+    const auto lp = kfmm::dual_tree_walk(Kokkos::OpenMP(), tp, o);
+    REQUIRE(HostList(ls.far) == HostList(lp.far));
+    REQUIRE(HostList(ls.near) == HostList(lp.near));
+    REQUIRE(ls.statistics.rounds == lp.statistics.rounds);
+    REQUIRE(ls.statistics.pairs_visited == lp.statistics.pairs_visited);
   }
 }
 #endif

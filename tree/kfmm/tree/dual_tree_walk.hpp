@@ -1,44 +1,36 @@
 /// \file dual_tree_walk.hpp
 /// The dual-tree walk: from the octree's centres and radii, the far pairs (for M2L) and the near leaf
 /// pairs (for P2P), each as CSR grouped by target (core/kfmm/core/interaction_list.hpp), built on the
-/// device with one parallel_scan and one host round trip per tree level, and no sort.
+/// device breadth first over a queue of open (target, source) pairs.
 ///
 /// MAC, on expansion centres c and radii r (double precision): (A, B) is far iff
 ///   r_A + r_B <= theta d  and  d - (r_A + r_B) >= min_separation,  d = |c_A - c_B| > 0,  0 < theta < 1
 /// (theta < 1 also guarantees that a node is never accepted against one of its ancestors).
-/// Otherwise a leaf pair is near; else the node with the larger radius is split (a leaf never is; on
-/// equal radii the larger node id), so that the decision for (A, B) and (B, A) splits the same node -
-/// except where the descent budget (below) makes an internal target split itself instead of opening
-/// one more source: the lists are then valid but not always symmetric.
+/// Otherwise a leaf pair is near; a self pair (A, A) of an internal node opens into all pairs of its
+/// children; else the node with the larger radius is split (a leaf never is; on equal radii the larger
+/// node id), so that (A, B) and (B, A) split the same node and both lists come out symmetric.
 ///
-/// Round r handles every node t of level r as a target (all of them: the parent of t always hands it
-/// at least one source). Its candidate sources are the parent's "pending" list, the sources that made
-/// the parent split. One scan entry per (t, source) pair decides the pair and, depth first inside the
-/// thread, every source descendant it opens (the target stays fixed), writing at scanned offsets:
-/// far sources of t, near sources of t, and the sources that make t itself split (t's pending list for
-/// its children in round r + 1). The entries of a round are ordered by target, so every target's far and
-/// near sources are contiguous, all emitted in its own round, and the rounds follow the node numbering:
-/// the output is CSR by construction. The next round's entries are never materialised: entry q of round
-/// r + 1 is decoded (one binary search over level r) into (child of P, pending source of P).
+/// Rounds. Round r holds the open pairs; every pair does O(1) work in its own thread, so no thread can
+/// set the pace of a round (an earlier depth-first design let one thread open ~9e4 nodes). Per round:
+///   classify: one thread per open pair decides it (far / near / split target / split source / split
+///             both) and writes its output count, packed as (final pairs << 32) | (child pairs);
+///   scan:     exclusive_scan_in_place (core/kfmm/core/scan.hpp) turns the counts into write offsets
+///             and returns the totals (the round's one host round trip: it sizes the next queue);
+///   emit:     each pair writes its final pair (far or near) or its child pairs at its offsets.
+/// The action is stored by classify, not recomputed by emit, so the two kernels cannot disagree (a
+/// device compiler may contract the double-precision distance differently in two kernels). Rounds
+/// larger than 2^25 pairs run in slices, so the packed 32-bit child count cannot wrap.
 ///
-/// Bounded descents. An entry opens at most `descent_budget` sources in its thread: beyond it an
-/// internal target splits itself (its children meet the source next round, so opening continues one
-/// level per round in parallel), and a leaf target defers the rest of its descent, as follows.
-/// A leaf target never splits, so (leaf t, source s) may have to open all of s's
-/// subtree: in a Plummer sphere an outer leaf next to the core opened ~9e4 nodes in one thread, and that
-/// one GPU thread set the pace of the whole walk (~100 ms at 1e6 particles). A leaf target's entry
-/// therefore opens at most `descent_budget` sources; the rest of its stack becomes "deferred" entries
-/// (t, s'), collected over all rounds and finished after them by further scan passes over the
-/// deferred entries (each bounded the same way), whose pairs carry their target. A stable sort of those
-/// extra pairs by target and one merge per list then restore CSR order: each row holds its in-round
-/// pairs first, then its deferred ones. When nothing is deferred, the lists are the rounds' output.
+/// CSR. Final pairs are written in round order with the key (near << b) | target, b = bits of the
+/// largest node id. One stable radix sort of the keys (tree/kfmm/tree/sort.hpp; CUB on CUDA) groups
+/// them: all far pairs by ascending target, then all near pairs by ascending target. One kernel marks
+/// each row's bounds per node and one scan over the nodes compacts the rows of both lists.
 ///
-/// The scan total is the only host round trip of a round (the next round's size and the output
-/// counts); it also detects capacity overflow, and the round is then re-run with larger buffers, so
-/// nothing is ever truncated. Every kernel is a scan or owns its output: the lists are identical run
-/// after run and across backends (except possibly for pairs exactly on the MAC boundary where a device
+/// Every kernel owns its output or is a scan, and the sort is stable: the lists are identical run after
+/// run and across backends (except possibly for pairs exactly on the MAC boundary where a device
 /// compiler contracts the double-precision distance into FMAs; float trees are immune as their squared
-/// distances are exact in double).
+/// distances are exact in double). Buffers are sized from the scanned counts before anything is
+/// written: nothing is truncated, and counts beyond the int range are an error.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -50,7 +42,7 @@
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/interaction_list.hpp"
-#include "kfmm/core/kokkos_compat.hpp"
+#include "kfmm/core/scan.hpp"
 #include "kfmm/tree/octree.hpp"
 #include "kfmm/tree/sort.hpp"
 
@@ -62,12 +54,6 @@ struct WalkOptions {
   double theta = 0.5;
   /// Far pairs also need d - r_A - r_B >= min_separation (the softening floor); finite, >= 0.
   double min_separation = 0;
-  /// Most sources one (target, source) work item opens in its thread (bounds the longest GPU thread,
-  /// which sets the pace of a whole round); >= 1. Beyond it an internal target splits itself instead
-  /// (its children meet the source next round) and a leaf target defers the rest of its descent to a
-  /// later parallel pass. The lists stay valid for any value (every pair covered once, far pairs pass
-  /// the MAC); which nodes pair up depends on it, and so the near lists are not always symmetric.
-  int descent_budget = 2;
 };
 
 /// The multipole acceptance criterion of the walk, on centres (x, y, z) and radii, in double precision:
@@ -85,12 +71,9 @@ KOKKOS_INLINE_FUNCTION bool mac_accepts(const double ca[3], double ra, const dou
 
 /// What a walk did (host values).
 struct WalkStatistics {
-  int rounds = 0;               ///< level-synchronous rounds (= tree levels)
-  long long peak_entries = 0;   ///< largest number of (target, source) entries in one round
-  long long pairs_visited = 0;  ///< (target, source) pairs tested against the MAC
-  int regrowths = 0;            ///< rounds re-run after growing a buffer
-  long long deferred = 0;       ///< (leaf target, source) entries handed to the deferred passes
-  int deferred_passes = 0;      ///< scan passes over deferred entries after the rounds
+  int rounds = 0;               ///< breadth-first rounds
+  long long peak_entries = 0;   ///< largest number of open (target, source) pairs in one round
+  long long pairs_visited = 0;  ///< (target, source) pairs decided (tested against the MAC)
 };
 
 /// The two lists of a walk, in the memory space of the tree.
@@ -112,205 +95,215 @@ struct alignas(64) WalkNode {
 static_assert(sizeof(WalkNode) == 64, "one walk node record per cache line");
 }  // namespace detail
 
-/// Reusable buffers of dual_tree_walk. Lists returned by a walk with a workspace share its memory and
-/// stay valid only until the next walk with the same workspace.
+/// Reusable buffers of dual_tree_walk (grown on demand; a reused workspace allocates nothing once the
+/// lists stop growing). Lists returned by a walk with a workspace share its memory and stay valid only
+/// until the next walk with the same workspace.
 template <class MemorySpace>
 struct WalkWorkspace {
-  Kokkos::View<int*, MemorySpace> far_sources, near_sources;  // outputs, grown on demand
-  Kokkos::View<int*, MemorySpace> pending;                    // pending sources of one level
-  Kokkos::View<int*, MemorySpace> entry_t[2], entry_s[2];     // (target, source) entries, by round
-  Kokkos::View<int* [4], MemorySpace> begins;                 // per node: far, near, pending, entry begins
-  Kokkos::View<detail::WalkNode*, MemorySpace> nodes;         // per node: centre, radius, children
+  Kokkos::View<detail::WalkNode*, MemorySpace> nodes;       ///< per node: centre, radius, children
+  Kokkos::View<unsigned long long*, MemorySpace> queue[2];  ///< open pairs (t << 32 | s), by round
+  Kokkos::View<unsigned long long*, MemorySpace> counts;    ///< per open pair: packed counts, offsets
+  Kokkos::View<unsigned char*, MemorySpace> actions;        ///< per open pair: the decision
+  Kokkos::View<unsigned*, MemorySpace> pair_keys;           ///< per final pair: (near << b) | target
+  Kokkos::View<int*, MemorySpace> pair_sources;             ///< per final pair: source (the payload)
+  Kokkos::View<int* [4], MemorySpace> bounds;               ///< per node: far [begin, end), near [begin, end)
+  Kokkos::View<int*, MemorySpace> split;                    ///< [0]: index of the first near pair
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
-  // deferred descents: entries (ping-pong), their pairs with targets, per-node merge data, merged lists
-  Kokkos::View<int*, MemorySpace> deferred_t[2], deferred_s[2];
-  Kokkos::View<unsigned*, MemorySpace> extra_far_t, extra_near_t;
-  Kokkos::View<int*, MemorySpace> extra_far_s, extra_near_s;
-  Kokkos::View<int* [3], MemorySpace> merge;  // per node: extra begin, extra end, merged begin
-  Kokkos::View<int*, MemorySpace> far_merged, near_merged;
   SortWorkspace<MemorySpace, unsigned, int> sort;
-  /// First-call capacity guesses: far sources per node, near sources per leaf, pending sources per
-  /// node of the widest level. Too small only costs re-running a round (statistics.regrowths).
-  int far_per_node = 24, near_per_leaf = 24, pending_per_node = 16;
+  ScanWorkspace<MemorySpace> scan;
+  /// Open pairs per classify/scan/emit slice, 1 .. 2^25 (tests set it small to exercise slicing).
+  long long slice = 1LL << 25;
 };
 
 namespace detail {
 
-/// Scan value of a walk round: outputs emitted so far in the round.
-struct WalkCounts {
-  long long far, near, pending, entries, visited, deferred;
-  KOKKOS_INLINE_FUNCTION WalkCounts() : far(0), near(0), pending(0), entries(0), visited(0), deferred(0) {}
-  KOKKOS_INLINE_FUNCTION void operator+=(const WalkCounts& o) {
-    far += o.far;
-    near += o.near;
-    pending += o.pending;
-    entries += o.entries;
-    visited += o.visited;
-    deferred += o.deferred;
-  }
-  KOKKOS_INLINE_FUNCTION void operator+=(const volatile WalkCounts& o) volatile {
-    far = far + o.far;
-    near = near + o.near;
-    pending = pending + o.pending;
-    entries = entries + o.entries;
-    visited = visited + o.visited;
-    deferred = deferred + o.deferred;
-  }
-};
+/// What the walk does with one open pair.
+enum WalkAction : unsigned char { kWalkFar, kWalkNear, kWalkSplitTarget, kWalkSplitSource, kWalkSplitBoth };
 
-enum : int { kBeginFar = 0, kBeginNear = 1, kBeginPending = 2, kBeginEntries = 3 };
-
-/// One round: the (target, source) entries of all targets of one level. In a deferred pass
-/// (`deferred_pass`) the entries are deferred (leaf target, source) entries instead, the node row
-/// begins are left alone and every emitted pair also records its target (far_t, near_t).
-template <class MemorySpace>
-struct WalkRound {
-  using value_type = WalkCounts;
-  static constexpr int kStack = 8 * 22;  // source descent: at most 8 siblings per level
-
-  Kokkos::View<const WalkNode*, MemorySpace> nodes;
-  Kokkos::View<int* [4], MemorySpace> begins;              // per node row begins (written for this level)
-  Kokkos::View<const int*, MemorySpace> entry_t, entry_s;  // this round's (target, source) entries
-  Kokkos::View<int*, MemorySpace> pending_out;             // pending sources of this level
-  Kokkos::View<int*, MemorySpace> far_s, near_s;           // output sources
-  Kokkos::View<unsigned*, MemorySpace> far_t, near_t;      // output targets (deferred passes)
-  Kokkos::View<int*, MemorySpace> deferred_t, deferred_s;  // deferred entries out
-  long long far_base, near_base, deferred_base;            // outputs of earlier rounds
-  long long far_cap, near_cap, pending_cap, deferred_cap;
-  double theta_squared, min_separation;
-  int budget;
-  bool deferred_pass;
-
-  enum Action : int { kFar, kNear, kSplitTarget, kSplitSource };
-
-  /// Decides (target t, source s); the target's sphere ct/rt and child count kt are passed in, the
-  /// source's children are returned in first/count.
-  KOKKOS_INLINE_FUNCTION int decide(const int t, const double ct[3], const double rt, const int kt,
-                                    const int s, int& first, int& count) const {
-    const WalkNode& node = nodes(s);
-    first = node.first_child;
-    count = node.num_children;
-    if (t == s) return kt == 0 ? kNear : kSplitTarget;
-    const double rs = node.radius;
-    if (mac_accepts(ct, rt, node.centre, rs, theta_squared, min_separation)) return kFar;
-    if (kt == 0 && count == 0) return kNear;
-    if (kt == 0) return kSplitSource;
-    if (count == 0) return kSplitTarget;
-    if (rt != rs) return rt > rs ? kSplitTarget : kSplitSource;
-    return t > s ? kSplitTarget : kSplitSource;  // the same node in both directions
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(const int q, WalkCounts& c, const bool final) const {
-    const int t = entry_t(q), s0 = entry_s(q);
-    const bool row_start = q == 0 || entry_t(q - 1) != t;
-    if (final && row_start && !deferred_pass) {
-      begins(t, kBeginFar) = static_cast<int>(far_base + c.far);
-      begins(t, kBeginNear) = static_cast<int>(near_base + c.near);
-      begins(t, kBeginPending) = static_cast<int>(c.pending);
-      begins(t, kBeginEntries) = static_cast<int>(c.entries);
-    }
-    const WalkNode& target = nodes(t);
-    const int kt = target.num_children;
-    const double ct[3] = {target.centre[0], target.centre[1], target.centre[2]};
-    const double rt = target.radius;
-    int stack[kStack];
-    stack[0] = s0;
-    int top = 1;
-    int opened = 0;
-    while (top > 0) {
-      if (kt == 0 && opened >= budget) {
-        // Hand the rest of the descent to a deferred pass, in the order it would have been popped.
-        if (final) {
-          for (int j = 0; j < top; ++j) {
-            const long long o = deferred_base + c.deferred + j;
-            if (o < deferred_cap) {
-              deferred_t(o) = t;
-              deferred_s(o) = stack[top - 1 - j];
-            }
-          }
-        }
-        c.deferred += top;
-        break;
-      }
-      const int s = stack[--top];
-      int f = 0, k = 0;
-      const int action = decide(t, ct, rt, kt, s, f, k);
-      c.visited += 1;
-      if (action == kFar) {
-        if (final && far_base + c.far < far_cap) {
-          far_s(far_base + c.far) = s;
-          if (deferred_pass) far_t(far_base + c.far) = static_cast<unsigned>(t);
-        }
-        c.far += 1;
-      } else if (action == kNear) {
-        if (final && near_base + c.near < near_cap) {
-          near_s(near_base + c.near) = s;
-          if (deferred_pass) near_t(near_base + c.near) = static_cast<unsigned>(t);
-        }
-        c.near += 1;
-      } else if (action == kSplitTarget || (kt > 0 && opened >= budget)) {
-        // (An internal target that has opened `budget` sources in this entry splits itself instead
-        // of opening s: its children meet s next round. This bounds every thread's work.)
-        if (final && c.pending < pending_cap) pending_out(c.pending) = s;
-        c.pending += 1;
-        c.entries += kt;  // each child of t will pair with s next round
-      } else {
-        // Open the source: push its children so that they pop in ascending order.
-        for (int j = k - 1; j >= 0; --j) stack[top++] = f + j;
-        ++opened;
-      }
-    }
-  }
-};
-
-/// Writes the next round's entries: for every target t of this level with pending sources P_t, the
-/// pairs (child i of t, P_t[j]) at begins(t, entries) + i |P_t| + j, i.e. grouped by child.
-template <class ExecutionSpace, class Begins, class Nodes, class Pending, class Entries>
-void expand_entries(const ExecutionSpace& space, const Begins& begins, const Nodes& nodes,
-                    const Pending& pending, const int level_begin, const int level_end,
-                    const long long pending_total, const Entries& next_t, const Entries& next_s) {
-  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
-  Kokkos::parallel_for(
-      "kfmm::walk::expand", Kokkos::TeamPolicy<ExecutionSpace>(space, level_end - level_begin, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const Team& team) {
-        const int t = level_begin + team.league_rank();
-        const int pb = begins(t, kBeginPending);
-        const int pe = t + 1 < level_end ? begins(t + 1, kBeginPending) : static_cast<int>(pending_total);
-        const int m = pe - pb;
-        if (m == 0) return;
-        const int f = nodes(t).first_child, k = nodes(t).num_children;
-        const int base = begins(t, kBeginEntries);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k * m), [&](const int idx) {
-          next_t(base + idx) = f + idx / m;
-          next_s(base + idx) = pending(pb + idx % m);
-        });
-      });
+/// The decision for the open pair (target t, source s); see the file comment.
+KOKKOS_INLINE_FUNCTION WalkAction walk_action(const WalkNode& a, const int t, const WalkNode& b, const int s,
+                                              const double theta_squared, const double min_separation) {
+  if (t == s) return a.num_children == 0 ? kWalkNear : kWalkSplitBoth;
+  if (mac_accepts(a.centre, a.radius, b.centre, b.radius, theta_squared, min_separation)) return kWalkFar;
+  const bool target_leaf = a.num_children == 0, source_leaf = b.num_children == 0;
+  if (target_leaf && source_leaf) return kWalkNear;
+  if (target_leaf) return kWalkSplitSource;
+  if (source_leaf) return kWalkSplitTarget;
+  if (a.radius != b.radius) return a.radius > b.radius ? kWalkSplitTarget : kWalkSplitSource;
+  return t > s ? kWalkSplitTarget : kWalkSplitSource;  // the same node in both directions
 }
 
-/// CSR rows from per-node begins: every node with at least one pair, ascending.
+/// An open pair as the queue stores it: target in the high half, source in the low half.
+KOKKOS_INLINE_FUNCTION unsigned long long walk_pair(const int t, const int s) {
+  return (static_cast<unsigned long long>(t) << 32) | static_cast<unsigned>(s);
+}
+
+/// Most open pairs per classify/scan/emit slice: 64 children per pair at most, so the packed child
+/// count (low 32 bits) of a slice stays below 2^31 and never carries into the final-pair count.
+inline constexpr long long max_walk_slice = 1LL << 25;
+
+/// Starts a walk: packs the node records, clears the row bounds, seeds the queue with (root, root).
+template <class MemorySpace, class Real>
+struct WalkPack {
+  Kokkos::View<WalkNode*, MemorySpace> nodes;
+  Kokkos::View<const Real* [3], MemorySpace> centres;
+  Kokkos::View<const Real*, MemorySpace> radii;
+  Kokkos::View<const int*, MemorySpace> first_child, num_children;
+  Kokkos::View<int* [4], MemorySpace> bounds;
+  Kokkos::View<unsigned long long*, MemorySpace> queue;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    WalkNode node;
+    for (int a = 0; a < 3; ++a) node.centre[a] = static_cast<double>(centres(i, a));
+    node.radius = static_cast<double>(radii(i));
+    node.first_child = first_child(i);
+    node.num_children = num_children(i);
+    node.pad[0] = node.pad[1] = 0;
+    nodes(i) = node;
+    for (int k = 0; k < 4; ++k) bounds(i, k) = 0;
+    if (i == 0) queue(0) = 0;  // (root, root)
+  }
+};
+
+/// Classify: the action and the packed output count of open pairs [begin, begin + m); item m writes the
+/// 0 that the in-place scan turns into the total.
 template <class MemorySpace>
-struct CompactRows {
-  using value_type = int;
-  Kokkos::View<const int* [4], MemorySpace> begins;
-  Kokkos::View<int*, MemorySpace> rows, offsets;
-  int which, num_nodes, total;
-  KOKKOS_INLINE_FUNCTION void operator()(const int t, int& row, const bool final) const {
-    const int b = begins(t, which);
-    const int e = t + 1 < num_nodes ? begins(t + 1, which) : total;
-    if (e > b) {
-      if (final) {
-        rows(row) = t;
-        offsets(row) = b;
-      }
-      row += 1;
+struct WalkClassify {
+  Kokkos::View<const WalkNode*, MemorySpace> nodes;
+  Kokkos::View<const unsigned long long*, MemorySpace> queue;
+  Kokkos::View<unsigned long long*, MemorySpace> counts;
+  Kokkos::View<unsigned char*, MemorySpace> actions;
+  int begin, m;
+  double theta_squared, min_separation;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    if (i == m) {
+      counts(i) = 0;
+      return;
     }
+    const unsigned long long pair = queue(begin + i);
+    const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
+    const WalkNode& a = nodes(t);
+    const WalkNode& b = nodes(s);
+    const WalkAction action = walk_action(a, t, b, s, theta_squared, min_separation);
+    actions(i) = action;
+    unsigned long long count = 0;
+    switch (action) {
+      case kWalkFar:
+      case kWalkNear:
+        count = 1ULL << 32;
+        break;
+      case kWalkSplitTarget:
+        count = static_cast<unsigned long long>(a.num_children);
+        break;
+      case kWalkSplitSource:
+        count = static_cast<unsigned long long>(b.num_children);
+        break;
+      case kWalkSplitBoth:
+        count = static_cast<unsigned long long>(a.num_children * a.num_children);
+        break;
+    }
+    counts(i) = count;
+  }
+};
+
+/// Emit: every open pair of the slice writes its final pair or its child pairs at its scanned offsets.
+template <class MemorySpace>
+struct WalkEmit {
+  Kokkos::View<const WalkNode*, MemorySpace> nodes;
+  Kokkos::View<const unsigned long long*, MemorySpace> queue;
+  Kokkos::View<const unsigned long long*, MemorySpace> offsets;
+  Kokkos::View<const unsigned char*, MemorySpace> actions;
+  Kokkos::View<unsigned long long*, MemorySpace> next;
+  Kokkos::View<unsigned*, MemorySpace> pair_keys;
+  Kokkos::View<int*, MemorySpace> pair_sources;
+  long long pair_base, next_base;
+  unsigned near_bit;
+  int begin;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    const unsigned long long pair = queue(begin + i);
+    const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
+    const unsigned long long o = offsets(i);
+    const WalkAction action = static_cast<WalkAction>(actions(i));
+    if (action == kWalkFar || action == kWalkNear) {
+      const long long p = pair_base + static_cast<long long>(o >> 32);
+      pair_keys(p) = static_cast<unsigned>(t) | (action == kWalkNear ? near_bit : 0u);
+      pair_sources(p) = s;
+      return;
+    }
+    const long long c = next_base + static_cast<long long>(o & 0xffffffffULL);
+    if (action == kWalkSplitTarget) {
+      const WalkNode& a = nodes(t);
+      for (int j = 0; j < a.num_children; ++j) next(c + j) = walk_pair(a.first_child + j, s);
+    } else if (action == kWalkSplitSource) {
+      const WalkNode& b = nodes(s);
+      for (int j = 0; j < b.num_children; ++j) next(c + j) = walk_pair(t, b.first_child + j);
+    } else {  // a self pair: all pairs of the children, (child i, child j) at i k + j
+      const WalkNode& a = nodes(t);
+      const int k = a.num_children, f = a.first_child;
+      for (int u = 0; u < k; ++u)
+        for (int v = 0; v < k; ++v) next(c + u * k + v) = walk_pair(f + u, f + v);
+    }
+  }
+};
+
+/// After the sort: the bounds of every row (far and near) per node, and the index of the first near
+/// pair (all far pairs sort before all near pairs).
+template <class MemorySpace>
+struct WalkRowBounds {
+  Kokkos::View<const unsigned*, MemorySpace> keys;
+  Kokkos::View<int* [4], MemorySpace> bounds;
+  Kokkos::View<int*, MemorySpace> split;
+  unsigned near_bit;
+  int pairs;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    const unsigned k = keys(i);
+    const int t = static_cast<int>(k & (near_bit - 1u));
+    const int kind = k >= near_bit ? 1 : 0;
+    if (i == 0 || keys(i - 1) != k) bounds(t, 2 * kind) = i;
+    if (i == pairs - 1 || keys(i + 1) != k) bounds(t, 2 * kind + 1) = i + 1;
+    if (kind == 1 && (i == 0 || keys(i - 1) < near_bit)) split(0) = i;
+    if (kind == 0 && i == pairs - 1) split(0) = pairs;  // (no near pair at all)
+  }
+};
+
+/// Scan over the nodes 0..num_nodes: compacts the far and near rows (value: far rows << 32 | near rows)
+/// and writes both CSR offsets arrays; node num_nodes closes them.
+template <class MemorySpace>
+struct WalkCompactRows {
+  using value_type = unsigned long long;
+  Kokkos::View<const int* [4], MemorySpace> bounds;
+  Kokkos::View<const int*, MemorySpace> split;
+  Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
+  int num_nodes, pairs;
+  KOKKOS_INLINE_FUNCTION void operator()(const int t, value_type& rows, const bool final) const {
+    const int far_row = static_cast<int>(rows >> 32), near_row = static_cast<int>(rows & 0xffffffffULL);
+    const int first_near = pairs > 0 ? split(0) : 0;
+    if (t == num_nodes) {
+      if (final) {
+        far_offsets(far_row) = first_near;
+        near_offsets(near_row) = pairs - first_near;
+      }
+      return;
+    }
+    const bool has_far = bounds(t, 1) > bounds(t, 0), has_near = bounds(t, 3) > bounds(t, 2);
+    if (final) {
+      if (has_far) {
+        far_rows(far_row) = t;
+        far_offsets(far_row) = bounds(t, 0);
+      }
+      if (has_near) {
+        near_rows(near_row) = t;
+        near_offsets(near_row) = bounds(t, 2) - first_near;
+      }
+    }
+    rows += (has_far ? 1ULL << 32 : 0ULL) + (has_near ? 1ULL : 0ULL);
   }
 };
 
 /// Grows `v` to at least `needed` entries (plus headroom), keeping its first `keep` entries.
 template <class View>
-void grow(View& v, long long needed, long long keep) {
+void grow_to(View& v, long long needed, long long keep) {
   require(needed <= INT_MAX, "dual_tree_walk: ", needed, " pairs exceed the int index range of the lists");
+  if (needed <= static_cast<long long>(v.extent(0))) return;
   const long long want = needed + needed / 2 + 1024;
   const int cap = static_cast<int>(want < INT_MAX ? want : INT_MAX);
   View grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(v.label())), cap);
@@ -320,122 +313,12 @@ void grow(View& v, long long needed, long long keep) {
   v = grown;
 }
 
-/// grow(v, needed, keep) when v holds fewer than `needed` entries; true when it grew (the round that
-/// overflowed is then re-run).
-template <class View>
-bool grow_to(View& v, long long needed, long long keep) {
-  if (needed <= static_cast<long long>(v.extent(0))) return false;
-  grow(v, needed, keep);
-  return true;
-}
-
+/// Makes `v` hold at least `want` entries (contents not kept).
 template <class View>
 void ensure(View& v, long long want, const char* label) {
   if (static_cast<long long>(v.extent(0)) < want) {
     v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), static_cast<size_t>(want));
   }
-}
-
-/// The CSR list of one kind of output: rows = nodes with at least one pair.
-template <class ExecutionSpace>
-InteractionList<typename ExecutionSpace::memory_space> make_list(
-    const ExecutionSpace& space, const Kokkos::View<int* [4], typename ExecutionSpace::memory_space>& begins,
-    int which, int num_nodes, int total,
-    const Kokkos::View<int*, typename ExecutionSpace::memory_space>& sources,
-    Kokkos::View<int*, typename ExecutionSpace::memory_space>& rows,
-    Kokkos::View<int*, typename ExecutionSpace::memory_space>& offsets) {
-  using memory_space = typename ExecutionSpace::memory_space;
-  ensure(rows, num_nodes, "kfmm::walk::rows");
-  ensure(offsets, num_nodes + 1, "kfmm::walk::offsets");
-  int count = 0;
-  if (num_nodes > 0) {
-    Kokkos::parallel_scan("kfmm::walk::rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_nodes),
-                          CompactRows<memory_space>{begins, rows, offsets, which, num_nodes, total}, count);
-  }
-  Kokkos::deep_copy(space, Kokkos::subview(offsets, count), total);
-  InteractionList<memory_space> list;
-  list.targets = Kokkos::subview(rows, Kokkos::make_pair(0, count));
-  list.offsets = Kokkos::subview(offsets, Kokkos::make_pair(0, count + 1));
-  list.sources = Kokkos::subview(sources, Kokkos::make_pair(0, total));
-  return list;
-}
-
-/// The CSR list of one kind of output when deferred passes added pairs: row t is the rounds' pairs of
-/// t (begins(t, which) .. next begin) followed by its extra pairs (extra_t/extra_s, n_extra of them,
-/// stably sorted by target here), copied into `merged`.
-template <class ExecutionSpace, class MemorySpace = typename ExecutionSpace::memory_space>
-InteractionList<MemorySpace> merge_list(
-    const ExecutionSpace& space, const Kokkos::View<int* [4], MemorySpace>& begins, int which, int num_nodes,
-    int total, const Kokkos::View<int*, MemorySpace>& sources,
-    const Kokkos::View<unsigned*, MemorySpace>& extra_t, const Kokkos::View<int*, MemorySpace>& extra_s,
-    int n_extra, WalkWorkspace<MemorySpace>& ws, Kokkos::View<int*, MemorySpace>& merged,
-    Kokkos::View<int*, MemorySpace>& rows, Kokkos::View<int*, MemorySpace>& offsets) {
-  using Policy = Kokkos::RangePolicy<ExecutionSpace>;
-  sort_by_key(space, extra_t, extra_s, n_extra, bits_for(static_cast<unsigned long long>(num_nodes)),
-              ws.sort);
-  ensure(ws.merge, num_nodes, "kfmm::walk::merge");
-  ensure(rows, num_nodes, "kfmm::walk::rows");
-  ensure(offsets, num_nodes + 1, "kfmm::walk::offsets");
-  const long long merged_total = static_cast<long long>(total) + n_extra;
-  require(merged_total <= INT_MAX, "dual_tree_walk: ", merged_total,
-          " pairs exceed the int index range of the lists");
-  ensure(merged, merged_total, "kfmm::walk::merged_sources");
-  const auto merge = ws.merge;
-  Kokkos::parallel_for(
-      "kfmm::walk::merge_clear", Policy(space, 0, num_nodes), KOKKOS_LAMBDA(const int t) {
-        merge(t, 0) = 0;
-        merge(t, 1) = 0;
-      });
-  Kokkos::parallel_for(
-      "kfmm::walk::merge_runs", Policy(space, 0, n_extra), KOKKOS_LAMBDA(const int k) {
-        const unsigned t = extra_t(k);
-        if (k == 0 || extra_t(k - 1) != t) merge(t, 0) = k;
-        if (k == n_extra - 1 || extra_t(k + 1) != t) merge(t, 1) = k + 1;
-      });
-  int count = 0;
-  Kokkos::parallel_scan(
-      "kfmm::walk::merge_rows", Policy(space, 0, num_nodes),
-      KOKKOS_LAMBDA(const int t, int& row, const bool final) {
-        const int b = begins(t, which);
-        const int e = t + 1 < num_nodes ? begins(t + 1, which) : total;
-        if (e - b + merge(t, 1) - merge(t, 0) > 0) {
-          if (final) rows(row) = t;
-          row += 1;
-        }
-      },
-      count);
-  int pairs = 0;
-  Kokkos::parallel_scan(
-      "kfmm::walk::merge_offsets", Policy(space, 0, count),
-      KOKKOS_LAMBDA(const int r, int& sum, const bool final) {
-        const int t = rows(r);
-        const int b = begins(t, which);
-        const int e = t + 1 < num_nodes ? begins(t + 1, which) : total;
-        if (final) {
-          offsets(r) = sum;
-          merge(t, 2) = sum;
-        }
-        sum += e - b + merge(t, 1) - merge(t, 0);
-      },
-      pairs);
-  Kokkos::deep_copy(space, Kokkos::subview(offsets, count), pairs);
-  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
-  Kokkos::parallel_for(
-      "kfmm::walk::merge_copy", Kokkos::TeamPolicy<ExecutionSpace>(space, count, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const Team& team) {
-        const int t = rows(team.league_rank());
-        const int b = begins(t, which);
-        const int e = t + 1 < num_nodes ? begins(t + 1, which) : total;
-        const int dest = merge(t, 2), xb = merge(t, 0), xe = merge(t, 1);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, e - b + xe - xb), [&](const int i) {
-          merged(dest + i) = i < e - b ? sources(b + i) : extra_s(xb + i - (e - b));
-        });
-      });
-  InteractionList<MemorySpace> list;
-  list.targets = Kokkos::subview(rows, Kokkos::make_pair(0, count));
-  list.offsets = Kokkos::subview(offsets, Kokkos::make_pair(0, count + 1));
-  list.sources = Kokkos::subview(merged, Kokkos::make_pair(0, pairs));
-  return list;
 }
 
 }  // namespace detail
@@ -447,193 +330,92 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     const ExecutionSpace& space, const Octree<ExecutionSpace, Real>& tree, const WalkOptions& options,
     WalkWorkspace<typename ExecutionSpace::memory_space>& ws) {
   using memory_space = typename ExecutionSpace::memory_space;
+  using Range = Kokkos::RangePolicy<ExecutionSpace>;
   // theta < 1 keeps a node and its ancestors apart: the ancestor's sphere contains the node's centre.
   require(options.theta > 0 && options.theta < 1, "dual_tree_walk: theta = ", options.theta,
           " must lie in (0, 1)");
   require(options.min_separation >= 0 && std::isfinite(options.min_separation),
           "dual_tree_walk: min_separation = ", options.min_separation, " must be finite and >= 0");
-  require(options.descent_budget >= 1, "dual_tree_walk: descent_budget = ", options.descent_budget,
-          " must be >= 1");
+  require(ws.slice >= 1 && ws.slice <= detail::max_walk_slice, "dual_tree_walk: workspace slice = ", ws.slice,
+          " must lie in [1, 2^25]");
   InteractionLists<memory_space> lists;
   const int num_nodes = tree.num_nodes;
 
-  // Capacity guesses (grown when a round reports more): far and near sources per node, and pending
-  // sources per node of the widest level.
-  int widest = 1;
-  for (int l = 0; l < tree.num_levels; ++l)
-    widest = std::max(widest, tree.level_offsets[l + 1] - tree.level_offsets[l]);
-  detail::ensure(ws.far_sources, static_cast<long long>(ws.far_per_node) * num_nodes + 16,
-                 "kfmm::walk::far_sources");
-  detail::ensure(ws.near_sources, static_cast<long long>(ws.near_per_leaf) * tree.num_leaves + 16,
-                 "kfmm::walk::near_sources");
-  detail::ensure(ws.pending, static_cast<long long>(ws.pending_per_node) * widest + 16,
-                 "kfmm::walk::pending");
-  for (int b = 0; b < 2; ++b) {
-    detail::ensure(ws.entry_t[b], 1, "kfmm::walk::entry_targets");
-    detail::ensure(ws.entry_s[b], 1, "kfmm::walk::entry_sources");
-    detail::ensure(ws.deferred_t[b], 1024, "kfmm::walk::deferred_targets");
-    detail::ensure(ws.deferred_s[b], 1024, "kfmm::walk::deferred_sources");
-  }
-  detail::ensure(ws.extra_far_t, 1024, "kfmm::walk::extra_far_targets");
-  detail::ensure(ws.extra_far_s, 1024, "kfmm::walk::extra_far_sources");
-  detail::ensure(ws.extra_near_t, 1024, "kfmm::walk::extra_near_targets");
-  detail::ensure(ws.extra_near_s, 1024, "kfmm::walk::extra_near_sources");
-  if (num_nodes > 0) {
-    Kokkos::deep_copy(space, Kokkos::subview(ws.entry_t[0], 0), 0);  // round 0: the root with itself
-    Kokkos::deep_copy(space, Kokkos::subview(ws.entry_s[0], 0), 0);
-  }
-  if (static_cast<int>(ws.begins.extent(0)) < num_nodes) {
-    ws.begins = Kokkos::View<int* [4], memory_space>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::begins")), num_nodes);
-  }
+  detail::ensure(ws.nodes, num_nodes, "kfmm::walk::nodes");
+  detail::ensure(ws.bounds, num_nodes, "kfmm::walk::bounds");
+  detail::ensure(ws.split, 1, "kfmm::walk::split");
+  for (int b = 0; b < 2; ++b) detail::ensure(ws.queue[b], 1, "kfmm::walk::queue");
+  Kokkos::parallel_for(
+      "kfmm::walk::pack", Range(space, 0, num_nodes),
+      detail::WalkPack<memory_space, Real>{ws.nodes, tree.centres, tree.radii, tree.first_child,
+                                           tree.num_children, ws.bounds, ws.queue[0]});
 
-  // Node records packed for the walk: one cache line per node.
-  if (static_cast<int>(ws.nodes.extent(0)) < num_nodes) {
-    ws.nodes = decltype(ws.nodes)(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::walk::nodes")), num_nodes);
-  }
-  {
-    const auto nodes = ws.nodes;
-    const auto centres = tree.centres;
-    const auto radii = tree.radii;
-    const auto first_child = tree.first_child;
-    const auto num_children = tree.num_children;
-    Kokkos::parallel_for(
-        "kfmm::walk::pack", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_nodes),
-        KOKKOS_LAMBDA(const int i) {
-          detail::WalkNode node;
-          for (int a = 0; a < 3; ++a) node.centre[a] = static_cast<double>(centres(i, a));
-          node.radius = static_cast<double>(radii(i));
-          node.first_child = first_child(i);
-          node.num_children = num_children(i);
-          node.pad[0] = node.pad[1] = 0;
-          nodes(i) = node;
-        });
-  }
-  detail::WalkRound<memory_space> round;
-  round.nodes = ws.nodes;
-  round.begins = ws.begins;
-  round.theta_squared = options.theta * options.theta;
-  round.min_separation = options.min_separation;
-  round.budget = options.descent_budget;
-  round.deferred_pass = false;
-  long long far_count = 0, near_count = 0, deferred_count = 0, entries = num_nodes > 0 ? 1 : 0;
-  for (int level = 0; level < tree.num_levels && entries > 0; ++level) {
-    lists.statistics.peak_entries = std::max(lists.statistics.peak_entries, entries);
-    round.entry_t = ws.entry_t[level % 2];
-    round.entry_s = ws.entry_s[level % 2];
-    round.far_base = far_count;
-    round.near_base = near_count;
-    round.deferred_base = deferred_count;
-    detail::WalkCounts totals;
-    for (;;) {
-      round.pending_out = ws.pending;
-      round.far_s = ws.far_sources;
-      round.near_s = ws.near_sources;
-      round.deferred_t = ws.deferred_t[0];
-      round.deferred_s = ws.deferred_s[0];
-      round.far_cap = static_cast<long long>(ws.far_sources.extent(0));
-      round.near_cap = static_cast<long long>(ws.near_sources.extent(0));
-      round.pending_cap = static_cast<long long>(round.pending_out.extent(0));
-      round.deferred_cap = static_cast<long long>(ws.deferred_t[0].extent(0));
-      totals = detail::WalkCounts();
-      Kokkos::parallel_scan("kfmm::walk::round",
-                            Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<int>(entries)), round,
-                            totals);
-      // (| rather than ||: every buffer that overflowed grows before the re-run)
-      const bool regrow =
-          detail::grow_to(ws.far_sources, far_count + totals.far, far_count) |
-          detail::grow_to(ws.near_sources, near_count + totals.near, near_count) |
-          detail::grow_to(ws.pending, totals.pending, 0) |
-          detail::grow_to(ws.deferred_t[0], deferred_count + totals.deferred, deferred_count) |
-          detail::grow_to(ws.deferred_s[0], deferred_count + totals.deferred, deferred_count);
-      if (!regrow) break;
-      ++lists.statistics.regrowths;
-    }
-    far_count += totals.far;
-    near_count += totals.near;
-    deferred_count += totals.deferred;
-    entries = totals.entries;
-    if (entries > 0) {
-      require(entries <= INT_MAX, "dual_tree_walk: ", entries,
-              " candidate pairs in one level exceed the int range");
-      const int next = 1 - level % 2;
-      detail::ensure(ws.entry_t[next], entries + entries / 4, "kfmm::walk::entry_targets");
-      detail::ensure(ws.entry_s[next], entries + entries / 4, "kfmm::walk::entry_sources");
-      detail::expand_entries(space, ws.begins, ws.nodes, ws.pending, tree.level_offsets[level],
-                             tree.level_offsets[level + 1], totals.pending, ws.entry_t[next],
-                             ws.entry_s[next]);
-    }
-    lists.statistics.pairs_visited += totals.visited;
+  // Rounds: classify, scan, emit, until no pair is open.
+  const int node_bits = bits_for(static_cast<unsigned long long>(num_nodes > 1 ? num_nodes - 1 : 0));
+  require(node_bits < 32, "dual_tree_walk: ", num_nodes, " nodes exceed the 31-bit pair keys");
+  const unsigned near_bit = 1u << node_bits;
+  const double theta_squared = options.theta * options.theta;
+  long long open = num_nodes > 0 ? 1 : 0, pairs = 0;
+  int cur = 0;
+  while (open > 0) {
+    lists.statistics.peak_entries = std::max(lists.statistics.peak_entries, open);
+    lists.statistics.pairs_visited += open;
     ++lists.statistics.rounds;
-  }
-  require(entries == 0 && lists.statistics.rounds == tree.num_levels,
-          "dual_tree_walk: the walk did not end with the deepest level (inconsistent tree)");
-
-  // Deferred passes: finish the deferred (leaf target, source) descents, pairs with their targets.
-  lists.statistics.deferred = deferred_count;
-  long long extra_far = 0, extra_near = 0;
-  round.deferred_pass = true;
-  for (int b = 0; deferred_count > 0; b = 1 - b) {
-    require(deferred_count <= INT_MAX, "dual_tree_walk: ", deferred_count,
-            " deferred entries exceed the int range");
-    round.entry_t = ws.deferred_t[b];
-    round.entry_s = ws.deferred_s[b];
-    round.far_base = extra_far;
-    round.near_base = extra_near;
-    round.deferred_base = 0;
-    detail::WalkCounts totals;
-    for (;;) {
-      round.far_s = ws.extra_far_s;
-      round.far_t = ws.extra_far_t;
-      round.near_s = ws.extra_near_s;
-      round.near_t = ws.extra_near_t;
-      round.deferred_t = ws.deferred_t[1 - b];
-      round.deferred_s = ws.deferred_s[1 - b];
-      round.far_cap = static_cast<long long>(ws.extra_far_s.extent(0));
-      round.near_cap = static_cast<long long>(ws.extra_near_s.extent(0));
-      round.deferred_cap = static_cast<long long>(ws.deferred_t[1 - b].extent(0));
-      totals = detail::WalkCounts();
-      Kokkos::parallel_scan("kfmm::walk::deferred",
-                            Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<int>(deferred_count)),
-                            round, totals);
-      const bool regrow = detail::grow_to(ws.extra_far_s, extra_far + totals.far, extra_far) |
-                          detail::grow_to(ws.extra_far_t, extra_far + totals.far, extra_far) |
-                          detail::grow_to(ws.extra_near_s, extra_near + totals.near, extra_near) |
-                          detail::grow_to(ws.extra_near_t, extra_near + totals.near, extra_near) |
-                          detail::grow_to(ws.deferred_t[1 - b], totals.deferred, 0) |
-                          detail::grow_to(ws.deferred_s[1 - b], totals.deferred, 0);
-      if (!regrow) break;
-      ++lists.statistics.regrowths;
+    long long next = 0;
+    for (long long begin = 0; begin < open; begin += ws.slice) {
+      const int m = static_cast<int>(std::min(ws.slice, open - begin));
+      detail::ensure(ws.counts, m + 1LL, "kfmm::walk::counts");
+      detail::ensure(ws.actions, m, "kfmm::walk::actions");
+      Kokkos::parallel_for("kfmm::walk::classify", Range(space, 0, m + 1),
+                           detail::WalkClassify<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions,
+                                                              static_cast<int>(begin), m, theta_squared,
+                                                              options.min_separation});
+      const unsigned long long total = exclusive_scan_in_place(space, ws.counts, m, ws.scan);
+      const long long finals = static_cast<long long>(total >> 32);
+      const long long children = static_cast<long long>(total & 0xffffffffULL);
+      detail::grow_to(ws.pair_keys, pairs + finals, pairs);
+      detail::grow_to(ws.pair_sources, pairs + finals, pairs);
+      detail::grow_to(ws.queue[1 - cur], next + children, next);
+      Kokkos::parallel_for("kfmm::walk::emit", Range(space, 0, m),
+                           detail::WalkEmit<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions,
+                                                          ws.queue[1 - cur], ws.pair_keys, ws.pair_sources,
+                                                          pairs, next, near_bit, static_cast<int>(begin)});
+      pairs += finals;
+      next += children;
     }
-    extra_far += totals.far;
-    extra_near += totals.near;
-    deferred_count = totals.deferred;
-    lists.statistics.pairs_visited += totals.visited;
-    ++lists.statistics.deferred_passes;
+    open = next;
+    cur = 1 - cur;
   }
 
-  if (extra_far > 0) {
-    lists.far =
-        detail::merge_list(space, ws.begins, detail::kBeginFar, num_nodes, static_cast<int>(far_count),
-                           ws.far_sources, ws.extra_far_t, ws.extra_far_s, static_cast<int>(extra_far), ws,
-                           ws.far_merged, ws.far_rows, ws.far_offsets);
-  } else {
-    lists.far = detail::make_list(space, ws.begins, detail::kBeginFar, num_nodes, static_cast<int>(far_count),
-                                  ws.far_sources, ws.far_rows, ws.far_offsets);
+  // CSR: sort the final pairs by (near, target), mark the rows' bounds, compact the rows.
+  const int n_pairs = static_cast<int>(pairs);
+  sort_by_key(space, ws.pair_keys, ws.pair_sources, n_pairs, node_bits + 1, ws.sort);
+  if (n_pairs > 0) {
+    Kokkos::parallel_for(
+        "kfmm::walk::row_bounds", Range(space, 0, n_pairs),
+        detail::WalkRowBounds<memory_space>{ws.pair_keys, ws.bounds, ws.split, near_bit, n_pairs});
   }
-  if (extra_near > 0) {
-    lists.near =
-        detail::merge_list(space, ws.begins, detail::kBeginNear, num_nodes, static_cast<int>(near_count),
-                           ws.near_sources, ws.extra_near_t, ws.extra_near_s, static_cast<int>(extra_near),
-                           ws, ws.near_merged, ws.near_rows, ws.near_offsets);
-  } else {
-    lists.near =
-        detail::make_list(space, ws.begins, detail::kBeginNear, num_nodes, static_cast<int>(near_count),
-                          ws.near_sources, ws.near_rows, ws.near_offsets);
-  }
-  require(lists.near.num_rows() == tree.num_leaves, "dual_tree_walk: ", lists.near.num_rows(),
-          " near rows for ", tree.num_leaves, " leaves (inconsistent tree)");
+  detail::ensure(ws.far_rows, num_nodes, "kfmm::walk::far_rows");
+  detail::ensure(ws.far_offsets, num_nodes + 1LL, "kfmm::walk::far_offsets");
+  detail::ensure(ws.near_rows, num_nodes, "kfmm::walk::near_rows");
+  detail::ensure(ws.near_offsets, num_nodes + 1LL, "kfmm::walk::near_offsets");
+  unsigned long long rows = 0;
+  Kokkos::parallel_scan(
+      "kfmm::walk::rows", Range(space, 0, num_nodes + 1),
+      detail::WalkCompactRows<memory_space>{ws.bounds, ws.split, ws.far_rows, ws.far_offsets, ws.near_rows,
+                                            ws.near_offsets, num_nodes, n_pairs},
+      rows);
+  const int far_rows = static_cast<int>(rows >> 32), near_rows = static_cast<int>(rows & 0xffffffffULL);
+  int first_near = 0;
+  if (n_pairs > 0) Kokkos::deep_copy(first_near, Kokkos::subview(ws.split, 0));
+  lists.far.targets = Kokkos::subview(ws.far_rows, Kokkos::make_pair(0, far_rows));
+  lists.far.offsets = Kokkos::subview(ws.far_offsets, Kokkos::make_pair(0, far_rows + 1));
+  lists.far.sources = Kokkos::subview(ws.pair_sources, Kokkos::make_pair(0, first_near));
+  lists.near.targets = Kokkos::subview(ws.near_rows, Kokkos::make_pair(0, near_rows));
+  lists.near.offsets = Kokkos::subview(ws.near_offsets, Kokkos::make_pair(0, near_rows + 1));
+  lists.near.sources = Kokkos::subview(ws.pair_sources, Kokkos::make_pair(first_near, n_pairs));
+  require(near_rows == tree.num_leaves, "dual_tree_walk: ", near_rows, " near rows for ", tree.num_leaves,
+          " leaves (inconsistent tree)");
   return lists;
 }
 

@@ -240,7 +240,7 @@ std::vector<std::pair<std::string, kfmm::M2LOptions>> variants(const Space& spac
   const bool registers =
       (kfmm::detail::is_host_execution_space<Space>
            ? order == 4
-           : order >= kfmm::detail::m2l_min_static_order && order <= kfmm::detail::m2l_max_static_order) &&
+           : order >= kfmm::detail::min_static_order && order <= kfmm::detail::max_static_order) &&
       kfmm::num_coefficients(order) * sizeof(Real) <= 256;
   if (registers) {
     o.accumulator = kfmm::M2LAccumulator::registers;

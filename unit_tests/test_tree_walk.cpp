@@ -204,16 +204,67 @@ TEMPLATE_LIST_TEST_CASE("walk reuses a workspace and gives the same lists in sli
   REQUIRE(first.statistics.rounds > tree.num_levels);  // pairs of different levels take extra rounds
   REQUIRE(first.statistics.pairs_visited >
           static_cast<long long>(far1.sources.size() + near1.sources.size()));
-  // A second walk with the workspace: same lists, and no buffer was reallocated.
-  const auto* keys = ws.pair_keys.data();
-  const auto* queue = ws.queue[0].data();
+  // A second walk with the workspace: same lists; a third one reallocates nothing (steady state).
   const auto second = kfmm::dual_tree_walk(Space(), tree, o, ws);
-  REQUIRE(ws.pair_keys.data() == keys);
-  REQUIRE(ws.queue[0].data() == queue);
+  {
+    const HostList far2(second.far), near2(second.near);  // (copied before the workspace is reused)
+    const auto* keys = ws.pair_keys.data();
+    const auto* queue0 = ws.queue[0].data();
+    const auto* queue1 = ws.queue[1].data();
+    const auto third = kfmm::dual_tree_walk(Space(), tree, o, ws);
+    REQUIRE(ws.pair_keys.data() == keys);
+    REQUIRE(ws.queue[0].data() == queue0);
+    REQUIRE(ws.queue[1].data() == queue1);
+    REQUIRE(HostList(third.far) == far2);
+    REQUIRE(HostList(third.near) == near2);
+  }
   REQUIRE(HostList(second.far) == far1);
   REQUIRE(HostList(second.near) == near1);
   REQUIRE(second.statistics.rounds == first.statistics.rounds);
   REQUIRE(second.statistics.pairs_visited == first.statistics.pairs_visited);
+  // ... and it ran every round from the plan the first walk left (no host round trip per round).
+  REQUIRE(first.statistics.planned_rounds == 0);
+  REQUIRE(second.statistics.planned_rounds == first.statistics.rounds);
+  REQUIRE_FALSE(second.statistics.replanned);
+  // A plan too small for this tree (from a smaller one): re-run counted, same lists.
+  {
+    const auto small_in = kfmm_tree_test::make_input("uniform", 300, 9);
+    kfmm_tree_test::DeviceInput<Space, float> ds(small_in);
+    const auto small = kfmm::build_octree(Space(), ds.positions, ds.masses, 8);
+    kfmm::WalkWorkspace<typename Space::memory_space> w;
+    kfmm::dual_tree_walk(Space(), small, o, w);
+    const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
+    REQUIRE(l.statistics.replanned);
+    REQUIRE(l.statistics.rounds == first.statistics.rounds);
+    REQUIRE(HostList(l.far) == far1);
+    REQUIRE(HostList(l.near) == near1);
+    // The next walk plans from this tree again.
+    const auto again = kfmm::dual_tree_walk(Space(), tree, o, w);
+    REQUIRE_FALSE(again.statistics.replanned);
+    REQUIRE(again.statistics.planned_rounds == first.statistics.rounds);
+    REQUIRE(HostList(again.far) == far1);
+  }
+  // A plan with fewer rounds than the walk needs: counted rounds continue where it ends.
+  {
+    kfmm::WalkWorkspace<typename Space::memory_space> w;
+    w.plan = {1};  // the root pair only
+    w.planned_pairs = 1 << 20;
+    const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
+    REQUIRE(l.statistics.planned_rounds == 1);
+    REQUIRE_FALSE(l.statistics.replanned);
+    REQUIRE(l.statistics.rounds == first.statistics.rounds);
+    REQUIRE(HostList(l.far) == far1);
+    REQUIRE(HostList(l.near) == near1);
+  }
+  // Planned rounds switched off.
+  {
+    kfmm::WalkWorkspace<typename Space::memory_space> w;
+    w.planned_rounds = false;
+    kfmm::dual_tree_walk(Space(), tree, o, w);
+    const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
+    REQUIRE(l.statistics.planned_rounds == 0);
+    REQUIRE(HostList(l.far) == far1);
+  }
   // Rounds cut into slices of 1, 7 and 1000 open pairs (buffers grow between slices, keeping what
   // earlier slices wrote): identical lists.
   for (long long slice : {1LL, 7LL, 1000LL}) {

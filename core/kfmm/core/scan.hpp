@@ -47,11 +47,13 @@ struct ExclusiveScanInPlace {
 }  // namespace detail
 
 /// Replaces counts(0 .. n-1) by their exclusive prefix sums and stores the total in counts(n), which
-/// must exist and hold 0 on entry (the count kernel writes it). Returns the total on the host (the
-/// one device-to-host copy of the call). T is an unsigned integer type; sums must not wrap.
+/// must exist and hold 0 on entry (the count kernel writes it). Asynchronous: the total stays on the
+/// device (kernels that follow read it from counts(n)). T is an unsigned integer type; sums must not
+/// wrap.
 template <class ExecutionSpace, class T, class... Props>
-T exclusive_scan_in_place(const ExecutionSpace& space, const Kokkos::View<T*, Props...>& counts, int n,
-                          ScanWorkspace<typename ExecutionSpace::memory_space>& workspace) {
+void exclusive_scan_in_place_on_device(const ExecutionSpace& space, const Kokkos::View<T*, Props...>& counts,
+                                       int n,
+                                       ScanWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   static_assert(std::is_unsigned<T>::value, "exclusive_scan_in_place: counts must be unsigned integers");
   require(n >= 0 && static_cast<size_t>(n) < counts.extent(0), "exclusive_scan_in_place: n = ", n,
           " needs counts of at least n + 1 entries, got ", counts.extent(0));
@@ -69,15 +71,21 @@ T exclusive_scan_in_place(const ExecutionSpace& space, const Kokkos::View<T*, Pr
     status = cub::DeviceScan::ExclusiveSum(workspace.bytes.data(), bytes, counts.data(), counts.data(), n + 1,
                                            space.cuda_stream());
     require(status == cudaSuccess, "exclusive_scan_in_place: cub scan failed: ", cudaGetErrorString(status));
-    T total = 0;
-    Kokkos::deep_copy(total, Kokkos::subview(counts, n));  // (waits for the scan)
-    return total;
+    return;
   }
 #endif
   (void)workspace;
-  T total = 0;
   Kokkos::parallel_scan("kfmm::exclusive_scan_in_place", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
-                        detail::ExclusiveScanInPlace<Kokkos::View<T*, Props...>>{counts}, total);
+                        detail::ExclusiveScanInPlace<Kokkos::View<T*, Props...>>{counts});
+}
+
+/// exclusive_scan_in_place_on_device, then the total copied to the host (waits for the scan).
+template <class ExecutionSpace, class T, class... Props>
+T exclusive_scan_in_place(const ExecutionSpace& space, const Kokkos::View<T*, Props...>& counts, int n,
+                          ScanWorkspace<typename ExecutionSpace::memory_space>& workspace) {
+  exclusive_scan_in_place_on_device(space, counts, n, workspace);
+  T total = 0;
+  Kokkos::deep_copy(total, Kokkos::subview(counts, n));
   return total;
 }
 

@@ -78,7 +78,7 @@ void m2l(const ExecutionSpace& space, int order,
 
   const M2LLane lane =
       options.lane == M2LLane::automatic ? m2l_automatic_lane<ExecutionSpace>() : options.lane;
-  detail::dispatch_m2l_order(order, [&](auto p) {
+  detail::dispatch_static_order(order, [&](auto p) {
     constexpr int P = decltype(p)::value;
     if (lane == M2LLane::baseline) {
       // On GPUs the baseline (reference and fallback) runs the runtime-order maths: one kernel for all

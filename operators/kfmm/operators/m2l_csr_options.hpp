@@ -11,6 +11,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/operators/m2l_pair.hpp"
+#include "kfmm/operators/static_order.hpp"
 
 namespace kfmm {
 
@@ -82,48 +83,6 @@ constexpr M2LLane m2l_automatic_lane() {
 }
 
 namespace detail {
-
-/// Lowest and highest orders with a compile-time specialisation; others use the runtime-order path.
-inline constexpr int m2l_min_static_order = 2;
-inline constexpr int m2l_max_static_order = 10;
-
-/// Calls f(std::integral_constant<int, P>) with P = order for orders with a compile-time
-/// specialisation, P = -1 (runtime order) otherwise.
-template <class F>
-void dispatch_m2l_order(int order, F&& f) {
-  switch (order) {
-    case 2:
-      f(std::integral_constant<int, 2>{});
-      break;
-    case 3:
-      f(std::integral_constant<int, 3>{});
-      break;
-    case 4:
-      f(std::integral_constant<int, 4>{});
-      break;
-    case 5:
-      f(std::integral_constant<int, 5>{});
-      break;
-    case 6:
-      f(std::integral_constant<int, 6>{});
-      break;
-    case 7:
-      f(std::integral_constant<int, 7>{});
-      break;
-    case 8:
-      f(std::integral_constant<int, 8>{});
-      break;
-    case 9:
-      f(std::integral_constant<int, 9>{});
-      break;
-    case 10:
-      f(std::integral_constant<int, 10>{});
-      break;
-    default:
-      f(std::integral_constant<int, -1>{});
-      break;
-  }
-}
 
 /// Capacity of a per-pair coefficient buffer for compile-time order P (P = -1: max_order).
 template <int P>

@@ -21,6 +21,15 @@
 /// device compiler may contract the double-precision distance differently in two kernels). Rounds
 /// larger than 2^25 pairs run in slices, so the packed 32-bit child count cannot wrap.
 ///
+/// Planned rounds. A host round trip per round (~20 rounds at 1e6 particles) leaves the GPU idle
+/// between rounds. A walk with a reused workspace therefore first runs the rounds of the workspace's
+/// plan, the round sizes of its last walk plus a quarter (a time step changes them little): every
+/// kernel is launched over the planned capacity, reads the round's open count and pair base from a
+/// small device array that emit advances, and nothing returns to the host until the plan's rounds are
+/// done. Then one copy brings back the sizes and an overflow flag: if any capacity was too small the
+/// walk starts again with counted rounds (statistics.replanned); if pairs are still open, counted rounds
+/// continue from there. Either way the lists are exactly those of counted rounds.
+///
 /// CSR. Final pairs are written in round order with the key (near << b) | target, b = bits of the
 /// largest node id. One stable radix sort of the keys (tree/kfmm/tree/sort.hpp; CUB on CUDA) groups
 /// them: all far pairs by ascending target, then all near pairs by ascending target. One kernel marks
@@ -39,6 +48,7 @@
 #include <climits>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/interaction_list.hpp"
@@ -74,6 +84,8 @@ struct WalkStatistics {
   int rounds = 0;               ///< breadth-first rounds
   long long peak_entries = 0;   ///< largest number of open (target, source) pairs in one round
   long long pairs_visited = 0;  ///< (target, source) pairs decided (tested against the MAC)
+  int planned_rounds = 0;       ///< rounds run from the workspace's plan, without a host round trip
+  bool replanned = false;       ///< the plan was too small somewhere: the walk was re-run counted
 };
 
 /// The two lists of a walk, in the memory space of the tree.
@@ -113,6 +125,12 @@ struct WalkWorkspace {
   ScanWorkspace<MemorySpace> scan;
   /// Open pairs per classify/scan/emit slice, 1 .. 2^25 (tests set it small to exercise slicing).
   long long slice = 1LL << 25;
+  /// Run planned rounds when a plan exists (the default; false: every round is counted).
+  bool planned_rounds = true;
+  /// The plan: open pairs per round and final pairs of the last walk with this workspace.
+  std::vector<long long> plan;
+  long long planned_pairs = 0;
+  Kokkos::View<long long*, MemorySpace> state;  ///< planned rounds: pair base, open pairs per round; overflow
 };
 
 namespace detail {
@@ -151,6 +169,8 @@ struct WalkPack {
   Kokkos::View<const int*, MemorySpace> first_child, num_children;
   Kokkos::View<int* [4], MemorySpace> bounds;
   Kokkos::View<unsigned long long*, MemorySpace> queue;
+  Kokkos::View<long long*, MemorySpace> state;
+  int overflow_at;  // >= 0: seed the planned rounds' state (no pair yet, one open pair, no overflow)
   KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
     WalkNode node;
     for (int a = 0; a < 3; ++a) node.centre[a] = static_cast<double>(centres(i, a));
@@ -160,7 +180,14 @@ struct WalkPack {
     node.pad[0] = node.pad[1] = 0;
     nodes(i) = node;
     for (int k = 0; k < 4; ++k) bounds(i, k) = 0;
-    if (i == 0) queue(0) = 0;  // (root, root)
+    if (i == 0) {
+      queue(0) = 0;  // (root, root)
+      if (overflow_at >= 0) {
+        state(0) = 0;
+        state(1) = 1;
+        state(overflow_at) = 0;
+      }
+    }
   }
 };
 
@@ -172,10 +199,13 @@ struct WalkClassify {
   Kokkos::View<const unsigned long long*, MemorySpace> queue;
   Kokkos::View<unsigned long long*, MemorySpace> counts;
   Kokkos::View<unsigned char*, MemorySpace> actions;
+  Kokkos::View<const long long*, MemorySpace> state;  // planned rounds: the open count is state(open_at)
   int begin, m;
+  int open_at;  // -1: all m items are open pairs (counted rounds)
   double theta_squared, min_separation;
   KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    if (i == m) {
+    const long long open = open_at < 0 ? m : state(open_at);
+    if (i == m || i >= open) {
       counts(i) = 0;
       return;
     }
@@ -215,32 +245,58 @@ struct WalkEmit {
   Kokkos::View<unsigned long long*, MemorySpace> next;
   Kokkos::View<unsigned*, MemorySpace> pair_keys;
   Kokkos::View<int*, MemorySpace> pair_sources;
+  Kokkos::View<long long*, MemorySpace> state;  // planned rounds: bases in, next bases and overflow out
   long long pair_base, next_base;
   unsigned near_bit;
-  int begin;
+  int begin, m;
+  int round;  // -1: counted round (bases from the host); else planned round `round`
+  int overflow_at;
   KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    const long long pair_cap = static_cast<long long>(pair_keys.extent(0));
+    const long long next_cap = static_cast<long long>(next.extent(0));
+    long long pairs0 = pair_base;
+    if (round >= 0) {
+      // Planned round: the bases live on the device; item 0 writes the next round's and flags a
+      // capacity the plan got wrong (the walk then re-runs counted).
+      pairs0 = state(2 * round);
+      if (i == 0) {
+        const unsigned long long total = offsets(m);
+        const long long finals = static_cast<long long>(total >> 32);
+        const long long children = static_cast<long long>(total & 0xffffffffULL);
+        state(2 * round + 2) = pairs0 + finals;
+        state(2 * round + 3) = children;
+        if (state(2 * round + 1) > m || pairs0 + finals > pair_cap || children > next_cap)
+          state(overflow_at) = 1;
+      }
+      if (i >= state(2 * round + 1)) return;
+    }
     const unsigned long long pair = queue(begin + i);
     const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
     const unsigned long long o = offsets(i);
     const WalkAction action = static_cast<WalkAction>(actions(i));
     if (action == kWalkFar || action == kWalkNear) {
-      const long long p = pair_base + static_cast<long long>(o >> 32);
-      pair_keys(p) = static_cast<unsigned>(t) | (action == kWalkNear ? near_bit : 0u);
-      pair_sources(p) = s;
+      const long long p = pairs0 + static_cast<long long>(o >> 32);
+      if (p < pair_cap) {
+        pair_keys(p) = static_cast<unsigned>(t) | (action == kWalkNear ? near_bit : 0u);
+        pair_sources(p) = s;
+      }
       return;
     }
     const long long c = next_base + static_cast<long long>(o & 0xffffffffULL);
     if (action == kWalkSplitTarget) {
       const WalkNode& a = nodes(t);
-      for (int j = 0; j < a.num_children; ++j) next(c + j) = walk_pair(a.first_child + j, s);
+      for (int j = 0; j < a.num_children; ++j)
+        if (c + j < next_cap) next(c + j) = walk_pair(a.first_child + j, s);
     } else if (action == kWalkSplitSource) {
       const WalkNode& b = nodes(s);
-      for (int j = 0; j < b.num_children; ++j) next(c + j) = walk_pair(t, b.first_child + j);
+      for (int j = 0; j < b.num_children; ++j)
+        if (c + j < next_cap) next(c + j) = walk_pair(t, b.first_child + j);
     } else {  // a self pair: all pairs of the children, (child i, child j) at i k + j
       const WalkNode& a = nodes(t);
       const int k = a.num_children, f = a.first_child;
       for (int u = 0; u < k; ++u)
-        for (int v = 0; v < k; ++v) next(c + u * k + v) = walk_pair(f + u, f + v);
+        for (int v = 0; v < k; ++v)
+          if (c + u * k + v < next_cap) next(c + u * k + v) = walk_pair(f + u, f + v);
     }
   }
 };
@@ -341,26 +397,79 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   InteractionLists<memory_space> lists;
   const int num_nodes = tree.num_nodes;
 
-  detail::ensure(ws.nodes, num_nodes, "kfmm::walk::nodes");
-  detail::ensure(ws.bounds, num_nodes, "kfmm::walk::bounds");
-  detail::ensure(ws.split, 1, "kfmm::walk::split");
-  for (int b = 0; b < 2; ++b) detail::ensure(ws.queue[b], 1, "kfmm::walk::queue");
-  Kokkos::parallel_for(
-      "kfmm::walk::pack", Range(space, 0, num_nodes),
-      detail::WalkPack<memory_space, Real>{ws.nodes, tree.centres, tree.radii, tree.first_child,
-                                           tree.num_children, ws.bounds, ws.queue[0]});
-
-  // Rounds: classify, scan, emit, until no pair is open.
   const int node_bits = bits_for(static_cast<unsigned long long>(num_nodes > 1 ? num_nodes - 1 : 0));
   require(node_bits < 32, "dual_tree_walk: ", num_nodes, " nodes exceed the 31-bit pair keys");
   const unsigned near_bit = 1u << node_bits;
   const double theta_squared = options.theta * options.theta;
+
+  // Planned rounds: the last walk's round sizes plus a quarter as capacities, so that no round needs
+  // the host (see the file comment). Buffers are sized before the pack kernel seeds the queue.
+  const int planned = num_nodes > 0 && ws.planned_rounds ? static_cast<int>(ws.plan.size()) : 0;
+  std::vector<int> caps(planned);
+  bool use_plan = planned > 0;
+  for (int r = 0; r < planned; ++r) {
+    const long long cap = ws.plan[r] + ws.plan[r] / 4 + 256;
+    if (cap > ws.slice) use_plan = false;
+    caps[r] = static_cast<int>(std::min<long long>(cap, INT_MAX - 1));
+  }
+  const int overflow_at = 2 * planned + 2;
+  if (use_plan) {
+    const int widest = *std::max_element(caps.begin(), caps.end());
+    detail::ensure(ws.counts, widest + 1LL, "kfmm::walk::counts");
+    detail::ensure(ws.actions, widest, "kfmm::walk::actions");
+    for (int b = 0; b < 2; ++b) detail::ensure(ws.queue[b], widest, "kfmm::walk::queue");
+    const long long pair_cap = ws.planned_pairs + ws.planned_pairs / 4 + 1024;
+    detail::ensure(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
+    detail::ensure(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
+    detail::ensure(ws.state, overflow_at + 1LL, "kfmm::walk::state");
+  }
+  detail::ensure(ws.nodes, num_nodes, "kfmm::walk::nodes");
+  detail::ensure(ws.bounds, num_nodes, "kfmm::walk::bounds");
+  detail::ensure(ws.split, 1, "kfmm::walk::split");
+  for (int b = 0; b < 2; ++b) detail::ensure(ws.queue[b], 1, "kfmm::walk::queue");
+  Kokkos::parallel_for("kfmm::walk::pack", Range(space, 0, num_nodes),
+                       detail::WalkPack<memory_space, Real>{
+                           ws.nodes, tree.centres, tree.radii, tree.first_child, tree.num_children, ws.bounds,
+                           ws.queue[0], ws.state, use_plan ? overflow_at : -1});
+
   long long open = num_nodes > 0 ? 1 : 0, pairs = 0;
   int cur = 0;
+  std::vector<long long> sizes;  // open pairs per round: the next walk's plan
+  if (use_plan) {
+    for (int r = 0; r < planned; ++r) {
+      const int m = caps[r];
+      Kokkos::parallel_for(
+          "kfmm::walk::classify", Range(space, 0, m + 1),
+          detail::WalkClassify<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions, ws.state, 0, m,
+                                             2 * r + 1, theta_squared, options.min_separation});
+      exclusive_scan_in_place_on_device(space, ws.counts, m, ws.scan);
+      Kokkos::parallel_for("kfmm::walk::emit", Range(space, 0, m),
+                           detail::WalkEmit<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions,
+                                                          ws.queue[1 - cur], ws.pair_keys, ws.pair_sources,
+                                                          ws.state, 0, 0, near_bit, 0, m, r, overflow_at});
+      cur = 1 - cur;
+    }
+    // The one host round trip of the planned rounds: their sizes, the pairs, the overflow flag.
+    std::vector<long long> state(overflow_at + 1);
+    Kokkos::deep_copy(Kokkos::View<long long*, Kokkos::HostSpace>(state.data(), state.size()),
+                      Kokkos::subview(ws.state, Kokkos::make_pair(0, overflow_at + 1)));
+    if (state[overflow_at] != 0) {
+      // A capacity of the plan was too small: start again with counted rounds.
+      lists.statistics.replanned = true;
+      cur = 0;
+      Kokkos::deep_copy(space, Kokkos::subview(ws.queue[0], 0), 0ULL);  // (root, root)
+    } else {
+      for (int r = 0; r < planned && state[2 * r + 1] > 0; ++r) sizes.push_back(state[2 * r + 1]);
+      lists.statistics.planned_rounds = static_cast<int>(sizes.size());
+      pairs = state[2 * planned];
+      open = state[2 * planned + 1];
+    }
+  }
+
+  // Counted rounds: classify, scan (its total is the round's host round trip), emit, until no pair is
+  // open; buffers grow to the counts before anything is written.
   while (open > 0) {
-    lists.statistics.peak_entries = std::max(lists.statistics.peak_entries, open);
-    lists.statistics.pairs_visited += open;
-    ++lists.statistics.rounds;
+    sizes.push_back(open);
     long long next = 0;
     for (long long begin = 0; begin < open; begin += ws.slice) {
       const int m = static_cast<int>(std::min(ws.slice, open - begin));
@@ -368,24 +477,32 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       detail::ensure(ws.actions, m, "kfmm::walk::actions");
       Kokkos::parallel_for("kfmm::walk::classify", Range(space, 0, m + 1),
                            detail::WalkClassify<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions,
-                                                              static_cast<int>(begin), m, theta_squared,
-                                                              options.min_separation});
+                                                              ws.state, static_cast<int>(begin), m, -1,
+                                                              theta_squared, options.min_separation});
       const unsigned long long total = exclusive_scan_in_place(space, ws.counts, m, ws.scan);
       const long long finals = static_cast<long long>(total >> 32);
       const long long children = static_cast<long long>(total & 0xffffffffULL);
       detail::grow_to(ws.pair_keys, pairs + finals, pairs);
       detail::grow_to(ws.pair_sources, pairs + finals, pairs);
       detail::grow_to(ws.queue[1 - cur], next + children, next);
-      Kokkos::parallel_for("kfmm::walk::emit", Range(space, 0, m),
-                           detail::WalkEmit<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions,
-                                                          ws.queue[1 - cur], ws.pair_keys, ws.pair_sources,
-                                                          pairs, next, near_bit, static_cast<int>(begin)});
+      Kokkos::parallel_for(
+          "kfmm::walk::emit", Range(space, 0, m),
+          detail::WalkEmit<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions, ws.queue[1 - cur],
+                                         ws.pair_keys, ws.pair_sources, ws.state, pairs, next, near_bit,
+                                         static_cast<int>(begin), m, -1, -1});
       pairs += finals;
       next += children;
     }
     open = next;
     cur = 1 - cur;
   }
+  for (const long long size : sizes) {
+    lists.statistics.peak_entries = std::max(lists.statistics.peak_entries, size);
+    lists.statistics.pairs_visited += size;
+  }
+  lists.statistics.rounds = static_cast<int>(sizes.size());
+  ws.plan = sizes;
+  ws.planned_pairs = pairs;
 
   // CSR: sort the final pairs by (near, target), mark the rows' bounds, compact the rows.
   const int n_pairs = static_cast<int>(pairs);

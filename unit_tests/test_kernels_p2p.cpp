@@ -372,13 +372,18 @@ TEMPLATE_LIST_TEST_CASE("p2p on sparse random lists with long and empty rows", "
   auto ref = list_reference(p, list, 2.0, 0.0);
   auto d = upload<double, Space>(p);
   std::vector<Kokkos::View<double* [3], typename Space::memory_space>> runs;
+  kfmm::CsrWorkspace<typename Space::memory_space> ws;  // reused by every call below
+  const int* chunk_rows = nullptr;
   for (int rep = 0; rep < 4; ++rep) {
     Kokkos::deep_copy(d.a, 0.0);
     Kokkos::deep_copy(d.phi, 0.0);
     kfmm::P2POptions opt;
     opt.leaves_per_chunk = 4;
     opt.team_size = rep < 2 ? 0 : team_sizes(space).back();
-    kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 2.0, 0.0, d.a, d.phi, opt);
+    kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 2.0, 0.0, d.a, d.phi, opt, ws);
+    REQUIRE(ws.chunks.num_split_rows > 0);  // the long row is split: the partial buffer is used
+    if (rep > 0) REQUIRE(ws.chunks.chunk_row.data() == chunk_rows);  // the table was rebuilt in place
+    chunk_rows = ws.chunks.chunk_row.data();
     expect_close(d.a, d.phi, ref, 1e-13);
     Kokkos::View<double* [3], typename Space::memory_space> copy("copy", n);
     Kokkos::deep_copy(copy, d.a);

@@ -564,7 +564,7 @@ class Solver {
     M2LOptions m2l_options;
     m2l_options.lane = options_.m2l_lane;
     m2l_options.deterministic = options_.deterministic;
-    m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options);
+    m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
     clock.stop(Stage::m2l);
     for (int l = 1; l < t.num_levels; ++l) {
       const int b = t.level_offsets[l], e = t.level_offsets[l + 1];
@@ -580,7 +580,7 @@ class Solver {
     p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
     p2p_options.deterministic = options_.deterministic;
     p2p(space_, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
-        acc_sorted_, pot_sorted_, p2p_options);
+        acc_sorted_, pot_sorted_, p2p_options, p2p_workspace_);
     clock.stop(Stage::p2p);
     // Back into the caller's order.
     detail::scatter_by_permutation(space_, t.permutation, acc_sorted_, pot_sorted_, accelerations, potentials,
@@ -608,6 +608,7 @@ class Solver {
   Lists_ lists_;
   OctreeWorkspace<memory_space> tree_workspace_;
   WalkWorkspace<memory_space> walk_workspace_;
+  CsrWorkspace<memory_space> m2l_workspace_, p2p_workspace_;  // chunk tables and partial sums
   std::vector<int> internal_level_offsets_;
   IntView node_ids_storage_, internal_storage_, before_storage_, level_storage_;
   IntView node_ids_, internal_nodes_;

@@ -33,11 +33,13 @@ namespace kfmm {
 ///    ids in the list must be valid (not checked per pair).
 ///  - `options.lane` picks the implementation; an explicit lane is honoured or refused with a
 ///    kfmm::Error, never replaced.
-/// All Views live in `ExecutionSpace::memory_space`; kernels run on `space`.
+/// All Views live in `ExecutionSpace::memory_space`; kernels run on `space`. `workspace` holds the
+/// fused lane's chunk table and partial sums between calls (csr_chunks.hpp).
 template <class ExecutionSpace, class CentresView, class MultipoleView, class LocalView>
 void m2l(const ExecutionSpace& space, int order,
          const InteractionList<typename ExecutionSpace::memory_space>& far_list, const CentresView& centres,
-         const MultipoleView& multipoles, const LocalView& locals, const M2LOptions& options = {}) {
+         const MultipoleView& multipoles, const LocalView& locals, const M2LOptions& options,
+         CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   using Real = typename LocalView::non_const_value_type;
   static_assert(std::is_floating_point_v<Real>, "kfmm::m2l: locals must hold float or double");
   static_assert(std::is_same_v<std::remove_const_t<typename MultipoleView::value_type>, Real>,
@@ -86,9 +88,18 @@ void m2l(const ExecutionSpace& space, int order,
       constexpr int PB = detail::is_host_execution_space<ExecutionSpace> ? P : -1;
       detail::m2l_baseline<PB>(space, order, far_list, centres, multipoles, locals, options);
     } else {
-      detail::m2l_fused<P>(space, order, far_list, centres, multipoles, locals, options);
+      detail::m2l_fused<P>(space, order, far_list, centres, multipoles, locals, options, workspace);
     }
   });
+}
+
+/// m2l (above) with its temporaries allocated for this call.
+template <class ExecutionSpace, class CentresView, class MultipoleView, class LocalView>
+void m2l(const ExecutionSpace& space, int order,
+         const InteractionList<typename ExecutionSpace::memory_space>& far_list, const CentresView& centres,
+         const MultipoleView& multipoles, const LocalView& locals, const M2LOptions& options = {}) {
+  CsrWorkspace<typename ExecutionSpace::memory_space> workspace;
+  m2l(space, order, far_list, centres, multipoles, locals, options, workspace);
 }
 
 }  // namespace kfmm

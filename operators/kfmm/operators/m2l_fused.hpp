@@ -161,7 +161,8 @@ using m2l_kernel_real = typename Kernel::Real;
 template <int P, class ExecutionSpace, class CentresView, class MultipoleView, class LocalView>
 void m2l_fused(const ExecutionSpace& space, int order,
                const InteractionList<typename ExecutionSpace::memory_space>& far, const CentresView& centres,
-               const MultipoleView& multipoles, const LocalView& locals, const M2LOptions& options) {
+               const MultipoleView& multipoles, const LocalView& locals, const M2LOptions& options,
+               CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   using Mem = typename ExecutionSpace::memory_space;
   using Data = M2LFusedData<Mem, CentresView, MultipoleView, LocalView>;
   using Real = typename Data::Real;
@@ -174,7 +175,8 @@ void m2l_fused(const ExecutionSpace& space, int order,
   auto block = KOKKOS_LAMBDA(int) {
     return nc;
   };
-  const CsrChunks<Mem> chunks = make_csr_chunks(space, far, per_chunk, block);
+  make_csr_chunks(space, far, per_chunk, block, workspace.chunks);
+  const CsrChunks<Mem>& chunks = workspace.chunks;
   if (chunks.num_chunks == 0) return;
 
   Data d;
@@ -187,8 +189,7 @@ void m2l_fused(const ExecutionSpace& space, int order,
   d.centres = centres;
   d.multipoles = multipoles;
   d.locals = locals;
-  d.partial = Kokkos::View<Real*, Mem>(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::m2l::partial"), chunks.partial_size);
+  d.partial = workspace.template partial<Real>(chunks.partial_size);
   d.order = order;
   d.nc = nc;
 

@@ -346,7 +346,8 @@ void p2p_impl(const ExecutionSpace& space,
               const InteractionList<typename ExecutionSpace::memory_space>& near_list,
               const Kokkos::View<const int* [2], typename ExecutionSpace::memory_space>& ranges,
               const PosView& positions, const MassView& masses, double G, double softening,
-              const AccView& accelerations, const PotView& potentials, const P2POptions& options) {
+              const AccView& accelerations, const PotView& potentials, const P2POptions& options,
+              CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   using Mem = typename ExecutionSpace::memory_space;
   constexpr bool host = is_host_execution_space<ExecutionSpace>;
   const int per_chunk = options.leaves_per_chunk > 0 ? options.leaves_per_chunk : (host ? 64 : 32);
@@ -356,7 +357,8 @@ void p2p_impl(const ExecutionSpace& space,
     const int leaf = tgt(r);
     return 4 * (rng(leaf, 1) - rng(leaf, 0));
   };
-  const CsrChunks<Mem> chunks = make_csr_chunks(space, near_list, per_chunk, block);
+  make_csr_chunks(space, near_list, per_chunk, block, workspace.chunks);
+  const CsrChunks<Mem>& chunks = workspace.chunks;
   if (chunks.num_chunks == 0) return;
 
   using Data = P2PData<Mem, PosView, MassView, AccView, PotView, Real, Acc>;
@@ -372,8 +374,7 @@ void p2p_impl(const ExecutionSpace& space,
   d.chunk_begin = chunks.chunk_begin;
   d.chunk_end = chunks.chunk_end;
   d.chunk_partial = chunks.chunk_partial;
-  d.partial = Kokkos::View<Acc*, Mem>(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::p2p::partial"), chunks.partial_size);
+  d.partial = workspace.template partial<Acc>(chunks.partial_size);
   d.G = static_cast<Acc>(G);
   d.eps2 = static_cast<Real>(softening * softening);
   const bool guard = !(d.eps2 > Real(0));
@@ -436,11 +437,12 @@ void p2p_impl(const ExecutionSpace& space,
 /// pair (A, A), present once in the row of A, excludes i == j. `ranges(leaf, 0..1)` index the sorted
 /// particle arrays `positions`, `masses`, `accelerations`, `potentials` (all of one length N).
 /// Every View lives in `ExecutionSpace::memory_space`. Throws kfmm::Error for inconsistent sizes.
+/// `workspace` holds the chunk table and partial sums between calls (csr_chunks.hpp).
 template <class ExecutionSpace, class RangesView, class PosView, class MassView, class AccView, class PotView>
 void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSpace::memory_space>& near_list,
          const RangesView& ranges, const PosView& positions, const MassView& masses, double G,
-         double softening, const AccView& accelerations, const PotView& potentials,
-         const P2POptions& options = {}) {
+         double softening, const AccView& accelerations, const PotView& potentials, const P2POptions& options,
+         CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   using Mem = typename ExecutionSpace::memory_space;
   using Real = std::remove_const_t<typename PosView::value_type>;
   static_assert(std::is_floating_point_v<Real>, "kfmm::p2p: positions must hold float or double");
@@ -472,11 +474,22 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   Kokkos::View<const int* [2], Mem> rng = ranges;
   if (std::is_same_v<Real, float> && options.accumulate_in_double) {
     detail::p2p_impl<ExecutionSpace, Real, double>(space, near_list, rng, positions, masses, G, softening,
-                                                   accelerations, potentials, options);
+                                                   accelerations, potentials, options, workspace);
   } else {
     detail::p2p_impl<ExecutionSpace, Real, Real>(space, near_list, rng, positions, masses, G, softening,
-                                                 accelerations, potentials, options);
+                                                 accelerations, potentials, options, workspace);
   }
+}
+
+/// p2p (above) with its chunk table and partial buffer allocated for this call.
+template <class ExecutionSpace, class RangesView, class PosView, class MassView, class AccView, class PotView>
+void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSpace::memory_space>& near_list,
+         const RangesView& ranges, const PosView& positions, const MassView& masses, double G,
+         double softening, const AccView& accelerations, const PotView& potentials,
+         const P2POptions& options = {}) {
+  CsrWorkspace<typename ExecutionSpace::memory_space> workspace;
+  p2p(space, near_list, ranges, positions, masses, G, softening, accelerations, potentials, options,
+      workspace);
 }
 
 }  // namespace kfmm

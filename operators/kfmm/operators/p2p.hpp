@@ -220,26 +220,43 @@ struct P2PHostKernel {
 };
 
 /// GPU variant: one team per chunk, source tiles in team scratch, one target per thread (see file comment).
+/// The chunk's source leaves (at most `max_leaves`) are looked up once, in parallel: their particle
+/// ranges and an exclusive scan of their sizes go to scratch, so a tile is filled by one flat,
+/// independent load per particle (a leaf-by-leaf fill chained a dependent global load per leaf).
 template <bool GuardZero, class ExecutionSpace, class Data, class Real, class Acc>
 struct P2PTeamKernel {
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   Data d;
-  int tile;  // source particles per tile
+  int tile;        // source particles per tile
+  int max_leaves;  // source leaves per chunk at most
 
-  static size_t scratch_bytes(int team_size, int tile) {
+  static size_t scratch_bytes(int team_size, int tile, int max_leaves) {
     return sizeof(P2PSource<Real>) * static_cast<size_t>(tile) +
-           4 * sizeof(Acc) * static_cast<size_t>(team_size) + 64;
+           4 * sizeof(Acc) * static_cast<size_t>(team_size) +
+           2 * sizeof(int) * (static_cast<size_t>(max_leaves) + 1) + 3 * 64;
   }
 
-  KOKKOS_INLINE_FUNCTION void load(const Member& m, P2PSource<Real>* buf, int at, int first,
-                                   int count) const {
+  /// buf[q] = source particle base + q of the chunk's flattened source order, q < count.
+  KOKKOS_INLINE_FUNCTION void load(const Member& m, P2PSource<Real>* buf, const int* prefix, const int* start,
+                                   int leaves, int base, int count) const {
     for (int q = m.team_rank(); q < count; q += m.team_size()) {
+      const int g = base + q;
+      int lo = 0, hi = leaves;  // the leaf j with prefix[j] <= g < prefix[j + 1]
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (prefix[mid] <= g) {
+          lo = mid;
+        } else {
+          hi = mid;
+        }
+      }
+      const int i = start[lo] + g - prefix[lo];
       P2PSource<Real> b;
-      b.x = static_cast<Real>(d.positions(first + q, 0));
-      b.y = static_cast<Real>(d.positions(first + q, 1));
-      b.z = static_cast<Real>(d.positions(first + q, 2));
-      b.m = static_cast<Real>(d.masses(first + q));
-      buf[at + q] = b;
+      b.x = static_cast<Real>(d.positions(i, 0));
+      b.y = static_cast<Real>(d.positions(i, 1));
+      b.z = static_cast<Real>(d.positions(i, 2));
+      b.m = static_cast<Real>(d.masses(i));
+      buf[q] = b;
     }
   }
 
@@ -257,6 +274,31 @@ struct P2PTeamKernel {
     auto* buf = static_cast<P2PSource<Real>*>(
         m.team_shmem().get_shmem_aligned(sizeof(P2PSource<Real>) * tile, alignof(P2PSource<Real>)));
     Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * sizeof(Acc) * T, 16));
+    int* prefix = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
+    int* start = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
+    // The chunk's source leaves other than the target's own: ranges, then sizes scanned in order.
+    const int leaves = k1 - k0;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, leaves), [&](const int j) {
+      const int sleaf = d.sources(k0 + j);
+      start[j] = d.ranges(sleaf, 0);
+      prefix[j] = sleaf == tleaf ? 0 : d.ranges(sleaf, 1) - d.ranges(sleaf, 0);
+    });
+    m.team_barrier();
+    int has_self = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(m, leaves),
+        [&](const int j, int& self) { self += d.sources(k0 + j) == tleaf ? 1 : 0; }, has_self);
+    Kokkos::single(Kokkos::PerTeam(m), [&]() {
+      int run = 0;
+      for (int j = 0; j < leaves; ++j) {
+        const int size = prefix[j];
+        prefix[j] = run;
+        run += size;
+      }
+      prefix[leaves] = run;
+    });
+    m.team_barrier();
+    const int total = prefix[leaves];
     const int nb = nt < T ? nt : T;  // targets per block
     const int S = T / nb;            // slices: threads sharing one target
     const int t = tid % nb;
@@ -269,31 +311,9 @@ struct P2PTeamKernel {
       const Real yi = static_cast<Real>(d.positions(i, 1));
       const Real zi = static_cast<Real>(d.positions(i, 2));
       Acc ax = 0, ay = 0, az = 0, ph = 0;
-      bool has_self = false;
-      int k = k0;
-      int off = 0;
-      while (true) {
-        int fill = 0;
-        while (fill < tile && k < k1) {
-          const int sleaf = d.sources(k);
-          if (sleaf == tleaf) {
-            has_self = true;
-            ++k;
-            continue;
-          }
-          const int b = d.ranges(sleaf, 0) + off;
-          const int e = d.ranges(sleaf, 1);
-          const int take = (e - b) < (tile - fill) ? (e - b) : (tile - fill);
-          load(m, buf, fill, b, take);
-          fill += take;
-          if (b + take >= e) {
-            ++k;
-            off = 0;
-          } else {
-            off += take;
-          }
-        }
-        if (fill == 0) break;
+      for (int base = 0; base < total; base += tile) {
+        const int fill = (total - base) < tile ? (total - base) : tile;
+        load(m, buf, prefix, start, leaves, base, fill);
         m.team_barrier();
         if (active) {
           Real px = 0, py = 0, pz = 0, pp = 0;
@@ -305,10 +325,17 @@ struct P2PTeamKernel {
         }
         m.team_barrier();
       }
-      if (has_self) {  // one extra pass over the own leaf, the diagonal masked before the rsqrt
+      if (has_self > 0) {  // one extra pass over the own leaf, the diagonal masked before the rsqrt
         for (int base = 0; base < nt; base += tile) {
           const int take = (nt - base) < tile ? (nt - base) : tile;
-          load(m, buf, 0, t0 + base, take);
+          for (int q = tid; q < take; q += T) {
+            P2PSource<Real> b;
+            b.x = static_cast<Real>(d.positions(t0 + base + q, 0));
+            b.y = static_cast<Real>(d.positions(t0 + base + q, 1));
+            b.z = static_cast<Real>(d.positions(t0 + base + q, 2));
+            b.m = static_cast<Real>(d.masses(t0 + base + q));
+            buf[q] = b;
+          }
           m.team_barrier();
           if (active) {
             Real px = 0, py = 0, pz = 0, pp = 0;
@@ -399,7 +426,11 @@ void p2p_impl(const ExecutionSpace& space,
     const int tile = 2 * team;
     auto run = [&](auto kernel) {
       using K = decltype(kernel);
-      const auto scratch = Kokkos::PerTeam(K::scratch_bytes(team, tile));
+      const size_t bytes = K::scratch_bytes(team, tile, per_chunk);
+      require(bytes <= static_cast<size_t>(Policy::scratch_size_max(0)), "p2p: team_size = ", team,
+              " with leaves_per_chunk = ", per_chunk, " needs ", bytes,
+              " bytes of team scratch, more than the backend's ", Policy::scratch_size_max(0));
+      const auto scratch = Kokkos::PerTeam(bytes);
       const int max_team =
           Policy(space, 1, 1).set_scratch_size(0, scratch).team_size_max(kernel, Kokkos::ParallelForTag());
       require(team <= max_team, "p2p: team_size = ", team, " exceeds the backend's maximum of ", max_team);
@@ -407,9 +438,9 @@ void p2p_impl(const ExecutionSpace& space,
                            kernel);
     };
     if (guard) {
-      run(P2PTeamKernel<true, ExecutionSpace, Data, Real, Acc>{d, tile});
+      run(P2PTeamKernel<true, ExecutionSpace, Data, Real, Acc>{d, tile, per_chunk});
     } else {
-      run(P2PTeamKernel<false, ExecutionSpace, Data, Real, Acc>{d, tile});
+      run(P2PTeamKernel<false, ExecutionSpace, Data, Real, Acc>{d, tile, per_chunk});
     }
   }
 

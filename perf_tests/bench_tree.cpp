@@ -124,6 +124,8 @@ void BM_walk(benchmark::State& state) {
       kfmm_bench::time_fenced(state, space, [&] { lists = kfmm::dual_tree_walk(space, tree, options, ws); });
   state.counters["ns_per_particle"] = t * 1e9 / n;
   state.counters["pairs_visited_per_particle"] = static_cast<double>(lists.statistics.pairs_visited) / n;
+  state.counters["planned_rounds"] = lists.statistics.planned_rounds;  // steady state: every round
+  state.counters["replanned"] = lists.statistics.replanned ? 1 : 0;
   report_lists(state, tree, lists);
 }
 

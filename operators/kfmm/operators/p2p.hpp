@@ -222,7 +222,9 @@ struct P2PHostKernel {
 /// GPU variant: one team per chunk, source tiles in team scratch, one target per thread (see file comment).
 /// The chunk's source leaves (at most `max_leaves`) are looked up once, in parallel: their particle
 /// ranges and an exclusive scan of their sizes go to scratch, so a tile is filled by one flat,
-/// independent load per particle (a leaf-by-leaf fill chained a dependent global load per leaf).
+/// independent load per particle (a leaf-by-leaf fill chained a dependent global load per leaf), and
+/// the next tile's loads are in flight while the team computes on the current one. Tiles hold
+/// `tile` = 2 x team size sources.
 template <bool GuardZero, class ExecutionSpace, class Data, class Real, class Acc>
 struct P2PTeamKernel {
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -236,28 +238,24 @@ struct P2PTeamKernel {
            2 * sizeof(int) * (static_cast<size_t>(max_leaves) + 1) + 3 * 64;
   }
 
-  /// buf[q] = source particle base + q of the chunk's flattened source order, q < count.
-  KOKKOS_INLINE_FUNCTION void load(const Member& m, P2PSource<Real>* buf, const int* prefix, const int* start,
-                                   int leaves, int base, int count) const {
-    for (int q = m.team_rank(); q < count; q += m.team_size()) {
-      const int g = base + q;
-      int lo = 0, hi = leaves;  // the leaf j with prefix[j] <= g < prefix[j + 1]
-      while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (prefix[mid] <= g) {
-          lo = mid;
-        } else {
-          hi = mid;
-        }
+  /// Source particle g of the chunk's flattened source order (leaf j holds [prefix[j], prefix[j+1])).
+  KOKKOS_INLINE_FUNCTION P2PSource<Real> fetch(const int* prefix, const int* start, int leaves, int g) const {
+    int lo = 0, hi = leaves;  // the leaf j with prefix[j] <= g < prefix[j + 1]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (prefix[mid] <= g) {
+        lo = mid;
+      } else {
+        hi = mid;
       }
-      const int i = start[lo] + g - prefix[lo];
-      P2PSource<Real> b;
-      b.x = static_cast<Real>(d.positions(i, 0));
-      b.y = static_cast<Real>(d.positions(i, 1));
-      b.z = static_cast<Real>(d.positions(i, 2));
-      b.m = static_cast<Real>(d.masses(i));
-      buf[q] = b;
     }
+    const int i = start[lo] + g - prefix[lo];
+    P2PSource<Real> b;
+    b.x = static_cast<Real>(d.positions(i, 0));
+    b.y = static_cast<Real>(d.positions(i, 1));
+    b.z = static_cast<Real>(d.positions(i, 2));
+    b.m = static_cast<Real>(d.masses(i));
+    return b;
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
@@ -311,10 +309,27 @@ struct P2PTeamKernel {
       const Real yi = static_cast<Real>(d.positions(i, 1));
       const Real zi = static_cast<Real>(d.positions(i, 2));
       Acc ax = 0, ay = 0, az = 0, ph = 0;
+      // Tiles of 2T sources; each thread holds its two records of the next tile in registers while
+      // the team computes on the current one (the global loads overlap the compute).
+      P2PSource<Real> next[2];
+      const auto prefetch = [&](const int base) {
+        for (int j = 0; j < 2; ++j) {
+          const int q = tid + j * T;
+          if (q < tile && base + q < total) next[j] = fetch(prefix, start, leaves, base + q);
+        }
+      };
+      const auto stage = [&](const int base) {
+        for (int j = 0; j < 2; ++j) {
+          const int q = tid + j * T;
+          if (q < tile && base + q < total) buf[q] = next[j];
+        }
+      };
+      prefetch(0);
+      stage(0);
+      m.team_barrier();
       for (int base = 0; base < total; base += tile) {
         const int fill = (total - base) < tile ? (total - base) : tile;
-        load(m, buf, prefix, start, leaves, base, fill);
-        m.team_barrier();
+        if (base + tile < total) prefetch(base + tile);
         if (active) {
           Real px = 0, py = 0, pz = 0, pp = 0;
           p2p_target_vs_sources<GuardZero, false>(xi, yi, zi, buf, s, fill, S, d.eps2, -1, px, py, pz, pp);
@@ -324,6 +339,10 @@ struct P2PTeamKernel {
           ph += pp;
         }
         m.team_barrier();
+        if (base + tile < total) {
+          stage(base + tile);
+          m.team_barrier();
+        }
       }
       if (has_self > 0) {  // one extra pass over the own leaf, the diagonal masked before the rsqrt
         for (int base = 0; base < nt; base += tile) {

@@ -275,11 +275,14 @@ void reserve(View& v, size_t n, const char* label) {
 /// the temporaries of `workspace` (a time-stepping caller passes the same tree and workspace every
 /// step). Leaves hold at most `leaf_size` particles, except runs of particles that share a level-21
 /// cell, which stay in one leaf. Throws kfmm::Error for mismatched extents, leaf_size < 1, or
-/// NaN/infinite coordinates or masses.
+/// NaN/infinite coordinates or masses. `known_box`, when given, is the box of the positions the caller
+/// already reduced (and checked for NaN/infinity, which is then not checked again): it saves the
+/// reduction and its host round trip. It is trusted; keys of positions outside it are clamped.
 template <class ExecutionSpace, class PositionsView, class MassesView, class Real>
 void build_octree(const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses,
                   int leaf_size, Octree<ExecutionSpace, Real>& tree,
-                  OctreeWorkspace<typename ExecutionSpace::memory_space>& workspace) {
+                  OctreeWorkspace<typename ExecutionSpace::memory_space>& workspace,
+                  const BoundingBox* known_box = nullptr) {
   using memory_space = typename ExecutionSpace::memory_space;
   static_assert(std::is_same<typename PositionsView::non_const_value_type, Real>::value,
                 "build_octree: the tree's Real must be the positions' value type");
@@ -307,13 +310,17 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   Topology topology;
 
   // 1. Box, keys.
-  const auto box = detail::reduce_box(space, positions, masses);
-  require(box.non_finite == 0, "build_octree: ", box.non_finite,
-          " coordinates or masses are NaN or infinite");
   BoundingBox bb;
-  for (int a = 0; a < 3; ++a) {
-    bb.lo[a] = box.lo[a];
-    bb.hi[a] = box.hi[a];
+  if (known_box != nullptr) {
+    bb = *known_box;  // the caller's (it checked the inputs): no reduction, no host round trip
+  } else {
+    const auto box = detail::reduce_box(space, positions, masses);
+    require(box.non_finite == 0, "build_octree: ", box.non_finite,
+            " coordinates or masses are NaN or infinite");
+    for (int a = 0; a < 3; ++a) {
+      bb.lo[a] = box.lo[a];
+      bb.hi[a] = box.hi[a];
+    }
   }
   tree.frame = MortonFrame::of(bb);
   detail::resize_exact(tree.keys, n, "kfmm::octree::keys");

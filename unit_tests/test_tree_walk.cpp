@@ -313,6 +313,41 @@ TEST_CASE("walk lists are identical on Serial and OpenMP", "[tree][walk]") {
 }
 #endif
 
+#if defined(KOKKOS_ENABLE_SERIAL) && defined(KOKKOS_ENABLE_CUDA)
+// The device build against the host reference: the same tree (topology exactly; float centres and radii
+// bitwise, as every sum runs in double in a fixed order) and the same lists, pair for pair.
+TEST_CASE("tree and walk lists are identical on Serial and Cuda", "[tree][walk]") {
+  for (const char* name : {"plummer", "uniform", "coincident"}) {
+    INFO(name);
+    const auto in = kfmm_tree_test::make_input(name, 20000, 13);
+    kfmm_tree_test::DeviceInput<Kokkos::Serial, float> ds(in);
+    kfmm_tree_test::DeviceInput<Kokkos::Cuda, float> dc(in);
+    const auto ts = kfmm::build_octree(Kokkos::Serial(), ds.positions, ds.masses, 16);
+    const auto tc = kfmm::build_octree(Kokkos::Cuda(), dc.positions, dc.masses, 16);
+    const HostTree<float> hs(ts), hc(tc);
+    REQUIRE(hs.permutation == hc.permutation);
+    REQUIRE(hs.level_offsets == hc.level_offsets);
+    REQUIRE(hs.begin == hc.begin);
+    REQUIRE(hs.end == hc.end);
+    REQUIRE(hs.parent == hc.parent);
+    REQUIRE(hs.first_child == hc.first_child);
+    REQUIRE(hs.leaves == hc.leaves);
+    REQUIRE(hs.centres == hc.centres);
+    REQUIRE(hs.radii == hc.radii);
+    const kfmm::WalkOptions o{0.6};
+    kfmm::WalkWorkspace<Kokkos::CudaSpace> ws;
+    const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, o);
+    const auto lc = kfmm::dual_tree_walk(Kokkos::Cuda(), tc, o, ws);
+    REQUIRE(HostList(ls.far) == HostList(lc.far));
+    REQUIRE(HostList(ls.near) == HostList(lc.near));
+    const auto planned = kfmm::dual_tree_walk(Kokkos::Cuda(), tc, o, ws);  // planned rounds on the device
+    REQUIRE(planned.statistics.planned_rounds == ls.statistics.rounds);
+    REQUIRE(HostList(ls.far) == HostList(planned.far));
+    REQUIRE(HostList(ls.near) == HostList(planned.near));
+  }
+}
+#endif
+
 namespace {
 
 /// Host "Barnes-Hut through the lists": near pairs directly, far pairs of every ancestor of a particle's

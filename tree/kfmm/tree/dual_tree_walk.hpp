@@ -360,7 +360,7 @@ template <class View>
 void grow_to(View& v, long long needed, long long keep) {
   require(needed <= INT_MAX, "dual_tree_walk: ", needed, " pairs exceed the int index range of the lists");
   if (needed <= static_cast<long long>(v.extent(0))) return;
-  const long long want = needed + needed / 2 + 1024;
+  const long long want = needed + needed / 4 + 1024;  // (a quarter of headroom: memory per particle matters)
   const int cap = static_cast<int>(want < INT_MAX ? want : INT_MAX);
   View grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(v.label())), cap);
   if (keep > 0)

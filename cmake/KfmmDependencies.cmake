@@ -28,7 +28,7 @@ if(KFMM_USE_KOKKOSKERNELS)
 endif()
 
 # On CUDA the tree's sort seam (tree/kfmm/tree/sort.hpp) uses CUB's onesweep radix sort (CUDA toolkit).
-option(KFMM_ENABLE_CUB_SORT "Sort the tree's Morton keys with CUB on CUDA builds" ON)
+option(KFMM_ENABLE_CUB_SORT "CUDA builds: the sort and scan seams (tree/sort.hpp, core/scan.hpp) use CUB" ON)
 set(KFMM_HAVE_CUB_SORT OFF)
 if(KFMM_ENABLE_CUB_SORT AND _kfmm_has_CUDA)
   set(KFMM_HAVE_CUB_SORT ON)

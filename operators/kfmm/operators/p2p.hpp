@@ -43,8 +43,8 @@ struct P2POptions {
   /// rows are combined in chunk order); the flag is accepted for symmetry with M2LOptions and costs
   /// nothing.
   bool deterministic = true;
-  /// Most source leaves one work item takes from a row; longer rows are split. 0 = backend default
-  /// (32 on GPUs, 64 on host backends).
+  /// Most source leaves one work item takes from a row; longer rows are split. 0 = the default, 64
+  /// (on GPUs 32 made twice the chunks at leaf 64, and every chunk pays its setup and reduction).
   int leaves_per_chunk = 0;
   /// Threads per team of the team (GPU) kernel; 0 = backend default (64 on GPUs; host backends then
   /// run the one-thread-per-chunk vectorised kernel). A value on a host backend runs the team kernel
@@ -276,25 +276,22 @@ struct P2PTeamKernel {
     int* start = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
     // The chunk's source leaves other than the target's own: ranges, then sizes scanned in order.
     const int leaves = k1 - k0;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, leaves), [&](const int j) {
+    // One team scan: each source leaf's first particle and the exclusive prefix of the leaf sizes (the
+    // target's own leaf counts 0 here: it is the masked pass below).
+    Kokkos::parallel_scan(Kokkos::TeamThreadRange(m, leaves), [&](const int j, int& run, const bool final) {
       const int sleaf = d.sources(k0 + j);
-      start[j] = d.ranges(sleaf, 0);
-      prefix[j] = sleaf == tleaf ? 0 : d.ranges(sleaf, 1) - d.ranges(sleaf, 0);
+      const int size = sleaf == tleaf ? 0 : d.ranges(sleaf, 1) - d.ranges(sleaf, 0);
+      if (final) {
+        start[j] = d.ranges(sleaf, 0);
+        prefix[j] = run;
+        if (j == leaves - 1) prefix[leaves] = run + size;
+      }
+      run += size;
     });
-    m.team_barrier();
     int has_self = 0;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(m, leaves),
         [&](const int j, int& self) { self += d.sources(k0 + j) == tleaf ? 1 : 0; }, has_self);
-    Kokkos::single(Kokkos::PerTeam(m), [&]() {
-      int run = 0;
-      for (int j = 0; j < leaves; ++j) {
-        const int size = prefix[j];
-        prefix[j] = run;
-        run += size;
-      }
-      prefix[leaves] = run;
-    });
     m.team_barrier();
     const int total = prefix[leaves];
     const int nb = nt < T ? nt : T;  // targets per block
@@ -396,7 +393,7 @@ void p2p_impl(const ExecutionSpace& space,
               CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   using Mem = typename ExecutionSpace::memory_space;
   constexpr bool host = is_host_execution_space<ExecutionSpace>;
-  const int per_chunk = options.leaves_per_chunk > 0 ? options.leaves_per_chunk : (host ? 64 : 32);
+  const int per_chunk = options.leaves_per_chunk > 0 ? options.leaves_per_chunk : 64;
   Kokkos::View<const int* [2], Mem> rng = ranges;
   Kokkos::View<const int*, Mem> tgt = near_list.targets;
   auto block = KOKKOS_LAMBDA(int r) {

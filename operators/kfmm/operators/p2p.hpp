@@ -274,20 +274,35 @@ struct P2PTeamKernel {
     Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * sizeof(Acc) * T, 16));
     int* prefix = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
     int* start = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
-    // The chunk's source leaves other than the target's own: ranges, then sizes scanned in order.
     const int leaves = k1 - k0;
-    // One team scan: each source leaf's first particle and the exclusive prefix of the leaf sizes (the
-    // target's own leaf counts 0 here: it is the masked pass below).
-    Kokkos::parallel_scan(Kokkos::TeamThreadRange(m, leaves), [&](const int j, int& run, const bool final) {
+    // Each source leaf's first particle and the exclusive prefix of the leaf sizes (the target's own
+    // leaf counts 0 here: it is the masked pass below). A team scan where the backend allows it (Kokkos'
+    // CUDA team scan needs a power-of-two team), else one thread runs the (<= max_leaves) prefix.
+    const auto leaf_size = [&](const int j) {
       const int sleaf = d.sources(k0 + j);
-      const int size = sleaf == tleaf ? 0 : d.ranges(sleaf, 1) - d.ranges(sleaf, 0);
-      if (final) {
-        start[j] = d.ranges(sleaf, 0);
-        prefix[j] = run;
-        if (j == leaves - 1) prefix[leaves] = run + size;
-      }
-      run += size;
-    });
+      return sleaf == tleaf ? 0 : d.ranges(sleaf, 1) - d.ranges(sleaf, 0);
+    };
+    if ((T & (T - 1)) == 0) {
+      Kokkos::parallel_scan(Kokkos::TeamThreadRange(m, leaves), [&](const int j, int& run, const bool final) {
+        const int size = leaf_size(j);
+        if (final) {
+          start[j] = d.ranges(d.sources(k0 + j), 0);
+          prefix[j] = run;
+          if (j == leaves - 1) prefix[leaves] = run + size;
+        }
+        run += size;
+      });
+    } else {
+      Kokkos::single(Kokkos::PerTeam(m), [&]() {
+        int run = 0;
+        for (int j = 0; j < leaves; ++j) {
+          start[j] = d.ranges(d.sources(k0 + j), 0);
+          prefix[j] = run;
+          run += leaf_size(j);
+        }
+        prefix[leaves] = run;
+      });
+    }
     int has_self = 0;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(m, leaves),

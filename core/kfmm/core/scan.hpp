@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/view_capacity.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(KFMM_ENABLE_CUB_SORT)
 #include <cub/device/device_scan.cuh>
@@ -64,10 +65,7 @@ void exclusive_scan_in_place_on_device(const ExecutionSpace& space, const Kokkos
                                                        space.cuda_stream());
     require(status == cudaSuccess,
             "exclusive_scan_in_place: cub size query failed: ", cudaGetErrorString(status));
-    if (workspace.bytes.extent(0) < bytes) {
-      workspace.bytes = Kokkos::View<unsigned char*, typename ExecutionSpace::memory_space>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::scan::bytes")), bytes);
-    }
+    detail::reserve_at_least(workspace.bytes, static_cast<long long>(bytes), "kfmm::scan::bytes");
     status = cub::DeviceScan::ExclusiveSum(workspace.bytes.data(), bytes, counts.data(), counts.data(), n + 1,
                                            space.cuda_stream());
     require(status == cudaSuccess, "exclusive_scan_in_place: cub scan failed: ", cudaGetErrorString(status));

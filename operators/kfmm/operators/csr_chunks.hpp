@@ -23,6 +23,7 @@
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
+#include "kfmm/core/view_capacity.hpp"
 
 namespace kfmm::detail {
 
@@ -86,15 +87,6 @@ struct CsrChunkScan {
     sum.split += k > 1 ? 1 : 0;
   }
 };
-
-/// Makes `v` hold at least n entries (contents not kept).
-template <class View>
-void reserve_at_least(View& v, long long n, const char* label) {
-  if (static_cast<long long>(v.extent(0)) < n) {
-    v = View();  // release first: the old and the new buffer never coexist
-    v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), static_cast<size_t>(n));
-  }
-}
 
 /// Builds the chunk table of `list` into `c`, reusing its arrays where they are long enough (one scan,
 /// one host round trip, one fill kernel). `block_size(r)` (device-callable, r a row index) is the

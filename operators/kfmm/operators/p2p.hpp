@@ -249,7 +249,11 @@ struct P2PTeamKernel {
         hi = mid;
       }
     }
-    const int i = start[lo] + g - prefix[lo];
+    return source(start[lo] + g - prefix[lo]);
+  }
+
+  /// Particle i as a source record.
+  KOKKOS_INLINE_FUNCTION P2PSource<Real> source(int i) const {
     P2PSource<Real> b;
     b.x = static_cast<Real>(d.positions(i, 0));
     b.y = static_cast<Real>(d.positions(i, 1));
@@ -359,14 +363,7 @@ struct P2PTeamKernel {
       if (has_self > 0) {  // one extra pass over the own leaf, the diagonal masked before the rsqrt
         for (int base = 0; base < nt; base += tile) {
           const int take = (nt - base) < tile ? (nt - base) : tile;
-          for (int q = tid; q < take; q += T) {
-            P2PSource<Real> b;
-            b.x = static_cast<Real>(d.positions(t0 + base + q, 0));
-            b.y = static_cast<Real>(d.positions(t0 + base + q, 1));
-            b.z = static_cast<Real>(d.positions(t0 + base + q, 2));
-            b.m = static_cast<Real>(d.masses(t0 + base + q));
-            buf[q] = b;
-          }
+          for (int q = tid; q < take; q += T) buf[q] = source(t0 + base + q);
           m.team_barrier();
           if (active) {
             Real px = 0, py = 0, pz = 0, pp = 0;

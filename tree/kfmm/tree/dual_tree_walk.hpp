@@ -53,6 +53,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/scan.hpp"
+#include "kfmm/core/view_capacity.hpp"
 #include "kfmm/tree/octree.hpp"
 #include "kfmm/tree/sort.hpp"
 
@@ -119,7 +120,7 @@ struct WalkWorkspace {
   Kokkos::View<unsigned*, MemorySpace> pair_keys;           ///< per final pair: (near << b) | target
   Kokkos::View<int*, MemorySpace> pair_sources;             ///< per final pair: source (the payload)
   Kokkos::View<int* [4], MemorySpace> bounds;               ///< per node: far [begin, end), near [begin, end)
-  Kokkos::View<int*, MemorySpace> split;                    ///< [0]: index of the first near pair
+  Kokkos::View<int*, MemorySpace> split;  ///< [0]: index of the first near pair; [1], [2]: far, near rows
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   SortWorkspace<MemorySpace, unsigned, int> sort;
   ScanWorkspace<MemorySpace> scan;
@@ -327,7 +328,7 @@ template <class MemorySpace>
 struct WalkCompactRows {
   using value_type = unsigned long long;
   Kokkos::View<const int* [4], MemorySpace> bounds;
-  Kokkos::View<const int*, MemorySpace> split;
+  Kokkos::View<int*, MemorySpace> split;
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   int num_nodes, pairs;
   KOKKOS_INLINE_FUNCTION void operator()(const int t, value_type& rows, const bool final) const {
@@ -337,6 +338,9 @@ struct WalkCompactRows {
       if (final) {
         far_offsets(far_row) = first_near;
         near_offsets(near_row) = pairs - first_near;
+        if (pairs == 0) split(0) = 0;  // (the row bounds kernel did not run)
+        split(1) = far_row;            // the row counts, copied to the host with split(0)
+        split(2) = near_row;
       }
       return;
     }
@@ -367,14 +371,6 @@ void grow_to(View& v, long long needed, long long keep) {
     Kokkos::deep_copy(Kokkos::subview(grown, Kokkos::make_pair(0, static_cast<int>(keep))),
                       Kokkos::subview(v, Kokkos::make_pair(0, static_cast<int>(keep))));
   v = grown;
-}
-
-/// Makes `v` hold at least `want` entries (contents not kept).
-template <class View>
-void ensure(View& v, long long want, const char* label) {
-  if (static_cast<long long>(v.extent(0)) < want) {
-    v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), static_cast<size_t>(want));
-  }
 }
 
 }  // namespace detail
@@ -415,18 +411,18 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   const int overflow_at = 2 * planned + 2;
   if (use_plan) {
     const int widest = *std::max_element(caps.begin(), caps.end());
-    detail::ensure(ws.counts, widest + 1LL, "kfmm::walk::counts");
-    detail::ensure(ws.actions, widest, "kfmm::walk::actions");
-    for (int b = 0; b < 2; ++b) detail::ensure(ws.queue[b], widest, "kfmm::walk::queue");
+    detail::reserve_at_least(ws.counts, widest + 1LL, "kfmm::walk::counts");
+    detail::reserve_at_least(ws.actions, widest, "kfmm::walk::actions");
+    for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest, "kfmm::walk::queue");
     const long long pair_cap = ws.planned_pairs + ws.planned_pairs / 4 + 1024;
-    detail::ensure(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
-    detail::ensure(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
-    detail::ensure(ws.state, overflow_at + 1LL, "kfmm::walk::state");
+    detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
+    detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
+    detail::reserve_at_least(ws.state, overflow_at + 1LL, "kfmm::walk::state");
   }
-  detail::ensure(ws.nodes, num_nodes, "kfmm::walk::nodes");
-  detail::ensure(ws.bounds, num_nodes, "kfmm::walk::bounds");
-  detail::ensure(ws.split, 1, "kfmm::walk::split");
-  for (int b = 0; b < 2; ++b) detail::ensure(ws.queue[b], 1, "kfmm::walk::queue");
+  detail::reserve_at_least(ws.nodes, num_nodes, "kfmm::walk::nodes");
+  detail::reserve_at_least(ws.bounds, num_nodes, "kfmm::walk::bounds");
+  detail::reserve_at_least(ws.split, 3, "kfmm::walk::split");
+  for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], 1, "kfmm::walk::queue");
   Kokkos::parallel_for("kfmm::walk::pack", Range(space, 0, num_nodes),
                        detail::WalkPack<memory_space, Real>{
                            ws.nodes, tree.centres, tree.radii, tree.first_child, tree.num_children, ws.bounds,
@@ -473,8 +469,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     long long next = 0;
     for (long long begin = 0; begin < open; begin += ws.slice) {
       const int m = static_cast<int>(std::min(ws.slice, open - begin));
-      detail::ensure(ws.counts, m + 1LL, "kfmm::walk::counts");
-      detail::ensure(ws.actions, m, "kfmm::walk::actions");
+      detail::reserve_at_least(ws.counts, m + 1LL, "kfmm::walk::counts");
+      detail::reserve_at_least(ws.actions, m, "kfmm::walk::actions");
       Kokkos::parallel_for("kfmm::walk::classify", Range(space, 0, m + 1),
                            detail::WalkClassify<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions,
                                                               ws.state, static_cast<int>(begin), m, -1,
@@ -512,19 +508,18 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
         "kfmm::walk::row_bounds", Range(space, 0, n_pairs),
         detail::WalkRowBounds<memory_space>{ws.pair_keys, ws.bounds, ws.split, near_bit, n_pairs});
   }
-  detail::ensure(ws.far_rows, num_nodes, "kfmm::walk::far_rows");
-  detail::ensure(ws.far_offsets, num_nodes + 1LL, "kfmm::walk::far_offsets");
-  detail::ensure(ws.near_rows, num_nodes, "kfmm::walk::near_rows");
-  detail::ensure(ws.near_offsets, num_nodes + 1LL, "kfmm::walk::near_offsets");
-  unsigned long long rows = 0;
+  detail::reserve_at_least(ws.far_rows, num_nodes, "kfmm::walk::far_rows");
+  detail::reserve_at_least(ws.far_offsets, num_nodes + 1LL, "kfmm::walk::far_offsets");
+  detail::reserve_at_least(ws.near_rows, num_nodes, "kfmm::walk::near_rows");
+  detail::reserve_at_least(ws.near_offsets, num_nodes + 1LL, "kfmm::walk::near_offsets");
   Kokkos::parallel_scan(
       "kfmm::walk::rows", Range(space, 0, num_nodes + 1),
       detail::WalkCompactRows<memory_space>{ws.bounds, ws.split, ws.far_rows, ws.far_offsets, ws.near_rows,
-                                            ws.near_offsets, num_nodes, n_pairs},
-      rows);
-  const int far_rows = static_cast<int>(rows >> 32), near_rows = static_cast<int>(rows & 0xffffffffULL);
-  int first_near = 0;
-  if (n_pairs > 0) Kokkos::deep_copy(first_near, Kokkos::subview(ws.split, 0));
+                                            ws.near_offsets, num_nodes, n_pairs});
+  int split[3];  // first near pair, far rows, near rows: the lists' one copy to the host
+  Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(split, 3),
+                    Kokkos::subview(ws.split, Kokkos::make_pair(0, 3)));
+  const int first_near = split[0], far_rows = split[1], near_rows = split[2];
   lists.far.targets = Kokkos::subview(ws.far_rows, Kokkos::make_pair(0, far_rows));
   lists.far.offsets = Kokkos::subview(ws.far_offsets, Kokkos::make_pair(0, far_rows + 1));
   lists.far.sources = Kokkos::subview(ws.pair_sources, Kokkos::make_pair(0, first_near));

@@ -1,8 +1,8 @@
 /// \file octree.hpp
 /// The adaptive octree, built on the execution space from the caller's positions and masses.
 ///
-/// Construction (no host loop over particles or nodes; about 20 + levels kernels and three host round
-/// trips: the box, the scan total and the level sizes):
+/// Construction (no host loop over particles or nodes; about 20 + levels kernels and two host round
+/// trips: the box, unless the caller passes it, and the level sizes with the node count):
 /// 1. bounding box and non-finite check (one reduction, the first round trip), 63-bit Morton keys
 ///    relative to the box;
 /// 2. keys sorted with the permutation (sort.hpp, the sort seam), positions and masses gathered;
@@ -36,6 +36,7 @@
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/particle_types.hpp"
 #include "kfmm/core/scan.hpp"
+#include "kfmm/core/view_capacity.hpp"
 #include "kfmm/tree/bounding_box.hpp"
 #include "kfmm/tree/morton.hpp"
 #include "kfmm/tree/node_moments.hpp"
@@ -156,15 +157,14 @@ struct TopologyTiles {
   }
 };
 
-/// Copies the level offsets (and the leaf row's first entry) out of the scanned count matrix.
+/// Copies the first id of every row (the level offsets, then the leaf row's) and the total (entry
+/// topology_slots) out of the scanned count matrix, for one copy to the host.
 template <class MemorySpace>
 struct TopologyLevelOffsets {
   Kokkos::View<const unsigned long long*, MemorySpace> counts;
-  Kokkos::View<int*, MemorySpace> offsets;
+  Kokkos::View<unsigned long long*, MemorySpace> offsets;
   int tiles;
-  KOKKOS_INLINE_FUNCTION void operator()(const int l) const {
-    offsets(l) = static_cast<int>(counts(l * tiles));
-  }
+  KOKKOS_INLINE_FUNCTION void operator()(const int l) const { offsets(l) = counts(l * tiles); }
 };
 
 /// Copies rows between caller and tree order. A functor rather than a lambda: nvcc rejects extended
@@ -240,13 +240,13 @@ void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& t
 /// Reusable temporaries of build_octree (grown on demand), so that repeated builds allocate little.
 template <class MemorySpace>
 struct OctreeWorkspace {
-  Kokkos::View<int*, MemorySpace> dl;                      ///< per sorted position: start and leaf level
-  Kokkos::View<signed char*, MemorySpace> prefix, suffix;  ///< window maxima within blocks
-  SortWorkspace<MemorySpace, MortonKey, int> sort;         ///< the key sort's temporaries
-  Kokkos::View<unsigned long long*, MemorySpace> counts;   ///< topology count matrix (levels x tiles)
-  Kokkos::View<int*, MemorySpace> level_first;             ///< first node id of each level, then leaves
-  ScanWorkspace<MemorySpace> scan;                         ///< the count matrix's scan temporaries
-  MomentSums<MemorySpace> sums;                            ///< the moments' per-node accumulators
+  Kokkos::View<int*, MemorySpace> dl;                          ///< per sorted position: start and leaf level
+  Kokkos::View<signed char*, MemorySpace> prefix, suffix;      ///< window maxima within blocks
+  SortWorkspace<MemorySpace, MortonKey, int> sort;             ///< the key sort's temporaries
+  Kokkos::View<unsigned long long*, MemorySpace> counts;       ///< topology count matrix (levels x tiles)
+  Kokkos::View<unsigned long long*, MemorySpace> level_first;  ///< first id of each level, leaves; total
+  ScanWorkspace<MemorySpace> scan;                             ///< the count matrix's scan temporaries
+  MomentSums<MemorySpace> sums;                                ///< the moments' per-node accumulators
   /// Sorted positions per topology tile (one thread each); 0 picks 4096 on host spaces, 64 on GPUs.
   /// The tree does not depend on it (tests vary it).
   int topology_tile = 0;
@@ -260,12 +260,6 @@ void resize_exact(View& v, size_t n, const char* label) {
   if (v.extent(0) != n || (n > 0 && v.data() == nullptr)) {
     v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
   }
-}
-
-/// Makes `v` hold at least n entries (for temporaries indexed below their extent).
-template <class View>
-void reserve(View& v, size_t n, const char* label) {
-  if (v.extent(0) < n) v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
 }
 
 }  // namespace detail
@@ -353,9 +347,9 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
         });
 
     // 3. Topology. Window maxima of the common level of keys (j, j + leaf_size), blocks of w.
-    detail::reserve(workspace.dl, n + 1, "kfmm::octree::dl");
-    detail::reserve(workspace.prefix, n, "kfmm::octree::prefix_max");
-    detail::reserve(workspace.suffix, n, "kfmm::octree::suffix_max");
+    detail::reserve_at_least(workspace.dl, n + 1, "kfmm::octree::dl");
+    detail::reserve_at_least(workspace.prefix, n, "kfmm::octree::prefix_max");
+    detail::reserve_at_least(workspace.suffix, n, "kfmm::octree::suffix_max");
     const auto dl = workspace.dl;
     const auto pre = workspace.prefix;
     const auto suf = workspace.suffix;
@@ -409,25 +403,31 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
                         ? workspace.topology_tile
                         : (detail::is_host_execution_space<ExecutionSpace> ? 4096 : 64);
     topology.tiles = (n + 1 + topology.tile - 1) / topology.tile;
-    detail::reserve(workspace.counts, static_cast<size_t>(detail::topology_slots) * topology.tiles + 1,
-                    "kfmm::octree::topology_counts");
-    detail::reserve(workspace.level_first, detail::topology_slots, "kfmm::octree::level_first");
+    detail::reserve_at_least(workspace.counts,
+                             static_cast<size_t>(detail::topology_slots) * topology.tiles + 1,
+                             "kfmm::octree::topology_counts");
+    detail::reserve_at_least(workspace.level_first, detail::topology_slots + 1, "kfmm::octree::level_first");
     topology.dl = workspace.dl;
     topology.counts = workspace.counts;
     Kokkos::parallel_for(
         "kfmm::octree::topology_counts",
         Kokkos::RangePolicy<ExecutionSpace, typename Topology::CountTag>(space, 0, topology.tiles), topology);
-    const unsigned long long total = exclusive_scan_in_place(
-        space, workspace.counts, detail::topology_slots * topology.tiles, workspace.scan);
+    exclusive_scan_in_place_on_device(space, workspace.counts, detail::topology_slots * topology.tiles,
+                                      workspace.scan);
+    // (row l's first entry at l * tiles; the total at topology_slots * tiles, i.e. "row" topology_slots)
     Kokkos::parallel_for(
-        "kfmm::octree::level_offsets", Kokkos::RangePolicy<ExecutionSpace>(space, 0, detail::topology_slots),
+        "kfmm::octree::level_offsets",
+        Kokkos::RangePolicy<ExecutionSpace>(space, 0, detail::topology_slots + 1),
         detail::TopologyLevelOffsets<memory_space>{workspace.counts, workspace.level_first, topology.tiles});
     const int leaf_row = detail::topology_slots - 1;
+    std::vector<unsigned long long> firsts(detail::topology_slots + 1);  // the build's one copy to the host
+    Kokkos::deep_copy(
+        Kokkos::View<unsigned long long*, Kokkos::HostSpace>(firsts.data(), firsts.size()),
+        Kokkos::subview(workspace.level_first, Kokkos::make_pair(0, detail::topology_slots + 1)));
+    const unsigned long long total = firsts[detail::topology_slots];
     require(total <= static_cast<unsigned long long>(INT_MAX), "build_octree: ", total,
             " nodes and leaves exceed the int index range");
-    std::vector<int> first(detail::topology_slots);
-    Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(first.data(), first.size()),
-                      Kokkos::subview(workspace.level_first, Kokkos::make_pair(0, detail::topology_slots)));
+    const std::vector<int> first(firsts.begin(), firsts.end() - 1);
     int levels = 0;
     for (int l = 0; l < leaf_row; ++l)
       if (first[l + 1] > first[l]) levels = l + 1;  // (first[leaf_row] = the number of nodes)

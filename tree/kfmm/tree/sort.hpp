@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/view_capacity.hpp"
 
 // Opt-in CUB backend of the sort seam for CUDA builds (-DKFMM_ENABLE_CUB_SORT): a onesweep radix
 // sort, much faster than the portable one. Stable too, so the results are identical.
@@ -256,10 +257,7 @@ void cub_sort(const Kokkos::Cuda& space, const Kokkos::View<Key*, KeyProps...>& 
       cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k, v, n, 0, key_bits, space.cuda_stream());
   require(status == cudaSuccess,
           "sort_by_key: cub temporary-size query failed: ", cudaGetErrorString(status));
-  if (workspace.bytes.extent(0) < temp_bytes) {
-    workspace.bytes = Kokkos::View<unsigned char*, typename Kokkos::Cuda::memory_space>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::sort::bytes")), temp_bytes);
-  }
+  detail::reserve_at_least(workspace.bytes, static_cast<long long>(temp_bytes), "kfmm::sort::bytes");
   status = cub::DeviceRadixSort::SortPairs(workspace.bytes.data(), temp_bytes, k, v, n, 0, key_bits,
                                            space.cuda_stream());
   require(status == cudaSuccess, "sort_by_key: cub radix sort failed: ", cudaGetErrorString(status));

@@ -514,8 +514,9 @@ class Solver {
     stats_.num_nodes = num_nodes;
     stats_.num_leaves = tree_.num_leaves;
     stats_.num_levels = num_levels;
-    stats_.far_pairs = lists_.far.num_pairs();
-    stats_.near_pairs = lists_.near.num_pairs();
+    // The walk's sources Views hold exactly their pairs: no device-to-host copy of the last offsets.
+    stats_.far_pairs = static_cast<long long>(lists_.far.sources.extent(0));
+    stats_.near_pairs = static_cast<long long>(lists_.near.sources.extent(0));
   }
 
   /// P2M .. P2P and the scatter into the caller's order, on the current tree and lists, for masses in

@@ -89,7 +89,8 @@ struct WalkStatistics {
   bool replanned = false;       ///< the plan was too small somewhere: the walk was re-run counted
 };
 
-/// The two lists of a walk, in the memory space of the tree.
+/// The two lists of a walk, in the memory space of the tree. Their sources Views hold exactly their
+/// pairs (sources.extent(0) == num_pairs()).
 template <class MemorySpace>
 struct InteractionLists {
   InteractionList<MemorySpace> far;   ///< (target node, source node) for M2L, rows by ascending target

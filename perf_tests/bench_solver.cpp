@@ -51,6 +51,7 @@ struct Sweep {
   std::vector<std::string> precision{"fp64"};
   std::vector<double> softening{0};
   int targets = 4096;
+  int stage_repetitions = 5;  ///< evaluations whose stage times give the medians (after two warm-ups)
 };
 
 Sweep tiny_sweep() {
@@ -125,10 +126,14 @@ Sweep read_sweep(const std::string& path) {
       s.softening = numbers();
     } else if (key == "targets") {
       s.targets = static_cast<int>(numbers().at(0));
+    } else if (key == "stage_repetitions") {
+      s.stage_repetitions = static_cast<int>(numbers().at(0));
+      kfmm::require(s.stage_repetitions >= 1, path, ":", number, ": stage_repetitions must be >= 1");
     } else {
       kfmm::require(
           false, path, ":", number, ": unknown key '", key,
-          "' (known: n, distribution, tolerance, order, theta, leaf_size, precision, softening, targets)");
+          "' (known: n, distribution, tolerance, order, theta, leaf_size, precision, softening, targets, "
+          "stage_repetitions)");
     }
   }
   kfmm::require(s.order.empty() == s.theta.empty(), path, ": give both order and theta, or neither");
@@ -227,6 +232,7 @@ struct Case {
   bool fp32 = false;
   double softening = 0;
   int targets = 4096;
+  int stage_repetitions = 5;
 
   std::string name() const {
     char buf[256];
@@ -304,15 +310,16 @@ void run_case(benchmark::State& state, const Case& c) {
   }
   const double error = den > 0 ? static_cast<double>(std::sqrt(num / den)) : 0.0;
 
-  // Per-stage times: medians over 5 evaluations with stage fences, after two warm-up evaluations (the
-  // first allocates; the second plans the walk's rounds from the first and may grow its buffers once).
+  // Per-stage times: medians over stage_repetitions (5) evaluations with stage fences, after two warm-up
+  // evaluations (the first allocates; the second plans the walk's rounds from the first and may grow its
+  // buffers once).
   kfmm::Options timed = options;
   timed.timing = true;
   kfmm::Solver<Space, Real> stage_solver(timed);
   stage_solver.evaluate(x, m, a, phi);
   stage_solver.evaluate(x, m, a, phi);
   std::vector<std::vector<double>> stage_seconds(kfmm::num_stages);
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < c.stage_repetitions; ++rep) {
     stage_solver.evaluate(x, m, a, phi);
     for (int i = 0; i < kfmm::num_stages; ++i)
       stage_seconds[i].push_back(stage_solver.statistics().seconds[i]);
@@ -376,6 +383,7 @@ void register_sweep(const Sweep& s) {
               c.fp32 = prec == "fp32";
               c.softening = soft;
               c.targets = s.targets;
+              c.stage_repetitions = s.stage_repetitions;
               auto* b = c.fp32 ? benchmark::RegisterBenchmark(
                                      c.name().c_str(), [c](benchmark::State& st) { run_case<float>(st, c); })
                                : benchmark::RegisterBenchmark(c.name().c_str(), [c](benchmark::State& st) {

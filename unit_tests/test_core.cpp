@@ -13,6 +13,18 @@ TEST_CASE("expansion layout packs degree n at slots n^2 to n^2+2n", "[core]") {
   }
 }
 
+TEST_CASE("expansion rows hold every coefficient and avoid strides that are multiples of 16", "[core]") {
+  for (int p = 0; p <= kfmm::max_order; ++p) {
+    const int nc = kfmm::num_coefficients(p), row = kfmm::expansion_row_length(p);
+    INFO("order " << p);
+    CHECK(row >= nc);
+    CHECK(row <= nc + 1);
+    CHECK(row % 16 != 0);
+  }
+  CHECK(kfmm::expansion_row_length(7) == 65);
+  CHECK(kfmm::expansion_row_length(6) == 49);
+}
+
 TEST_CASE("order checks name the argument and the range", "[core]") {
   CHECK_NOTHROW(kfmm::check_order(0));
   CHECK_NOTHROW(kfmm::check_order(kfmm::max_order));

@@ -236,12 +236,12 @@ std::vector<std::pair<std::string, kfmm::M2LOptions>> variants(const Space& spac
   o.accumulator = kfmm::M2LAccumulator::scratch;
   v.emplace_back("fused team scratch", o);
   // the register accumulator needs a compile-time order (2..10 on GPUs, 4 where the team kernel is a
-  // host test path) whose local fits in 256 bytes (m2l_fused.hpp)
+  // host test path) whose local fits in m2l_register_bytes (m2l_fused.hpp)
   const bool registers =
       (kfmm::detail::is_host_execution_space<Space>
            ? order == 4
            : order >= kfmm::detail::min_static_order && order <= kfmm::detail::max_static_order) &&
-      kfmm::num_coefficients(order) * sizeof(Real) <= 256;
+      kfmm::num_coefficients(order) * sizeof(Real) <= kfmm::detail::m2l_register_bytes;
   if (registers) {
     o.accumulator = kfmm::M2LAccumulator::registers;
     o.pairs_per_chunk = 0;
@@ -280,6 +280,27 @@ void check_against_naive(int order, int nodes, double tolerance) {
   Kokkos::deep_copy(d.locals, Real(0));
   kfmm::m2l(space, order, d.list, d.centres, d.multipoles, d.locals);
   CHECK(bitwise_equal(d.locals, results.front()));
+  // rows longer than (p+1)^2 (the solver pads some orders, kfmm::expansion_row_length): the same bits,
+  // and the extra column is left alone
+  {
+    using Mem = typename Space::memory_space;
+    const int nc = f.nc();
+    const auto head = std::make_pair(0, nc);
+    kfmm::ExpansionView<Real, Mem> mp("multipoles_padded", f.nodes, nc + 1),
+        lp("locals_padded", f.nodes, nc + 1);
+    Kokkos::deep_copy(mp, Real(1e30));  // a poisoned extra multipole column must not be read
+    Kokkos::deep_copy(Kokkos::subview(mp, Kokkos::ALL(), head), d.multipoles);
+    Kokkos::deep_copy(lp, Real(7));
+    Kokkos::deep_copy(Kokkos::subview(lp, Kokkos::ALL(), head), Real(0));
+    kfmm::m2l(space, order, d.list, d.centres, mp, lp);
+    kfmm::ExpansionView<Real, Mem> packed("packed", f.nodes, nc);
+    Kokkos::deep_copy(packed, Kokkos::subview(lp, Kokkos::ALL(), head));
+    CHECK(bitwise_equal(packed, results.front()));
+    auto hl = kfmm_test::to_host(lp);
+    bool untouched = true;
+    for (int i = 0; i < f.nodes; ++i) untouched = untouched && hl(i, nc) == Real(7);
+    CHECK(untouched);
+  }
   // baseline again, bitwise equal
   kfmm::M2LOptions b;
   b.lane = kfmm::M2LLane::baseline;
@@ -349,7 +370,7 @@ void check_refusals() {
   regs.team_size = 1;
   regs.accumulator = kfmm::M2LAccumulator::registers;
   CHECK_THROWS_AS(kfmm::m2l(space, 12, e.list, e.centres, e.multipoles, e.locals, regs), kfmm::Error);
-  // ... and a local that fits in 256 bytes: 81 coefficients at order 8 do not, in float or double
+  // ... and a local that fits in m2l_register_bytes: 81 coefficients at order 8 do not, in float or double
   const FarProblem h8 = make_problem(8, 10, 7, false);
   auto e8 = upload<Real, Space>(h8);
   CHECK_THROWS_AS(kfmm::m2l(space, 8, e8.list, e8.centres, e8.multipoles, e8.locals, regs), kfmm::Error);

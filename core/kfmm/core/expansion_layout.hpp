@@ -32,7 +32,17 @@ inline void check_order(int order, const char* what = "order") {
           max_order);
 }
 
-/// Node-major expansion storage: one row of num_coefficients(p) reals per node.
+/// Row length (reals) for storing expansions of order p: num_coefficients(p), plus one when that is a
+/// multiple of 16 (p = 3, 7, 11, 15). A GPU M2L warp reads one coefficient of 32 different rows at once;
+/// with a row of 64 floats (256 bytes, p = 7) those addresses fall into few L1 sets and the kernel ran
+/// 1.6x slower than at p = 8 with 81 (H200, docs/benchmarks.md). Operators take rows of any length
+/// >= num_coefficients(p).
+KOKKOS_INLINE_FUNCTION constexpr int expansion_row_length(int order) {
+  return num_coefficients(order) % 16 == 0 ? num_coefficients(order) + 1 : num_coefficients(order);
+}
+
+/// Node-major expansion storage: one row of at least num_coefficients(p) reals per node (the solver's
+/// rows are expansion_row_length(p) long).
 template <class Real, class MemorySpace>
 using ExpansionView = Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace>;
 

@@ -84,6 +84,7 @@ struct SolverBoxReduction {
   PositionsView positions;
   MassesView masses;
   int n;
+  int items;  // work items: item i takes particles i, i + items, ... (detail::reduction_items)
   KOKKOS_INLINE_FUNCTION void init(value_type& v) const {
     for (int d = 0; d < 3; ++d) {
       v.lo[d] = 1e308;
@@ -106,30 +107,33 @@ struct SolverBoxReduction {
     }
     a.first_bad = b.first_bad < a.first_bad ? b.first_bad : a.first_bad;
   }
-  KOKKOS_INLINE_FUNCTION void operator()(const int i, value_type& v) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const int item, value_type& v) const {
     using Real = typename MassesView::non_const_value_type;
-    // x - x is 0 for finite x and NaN for NaN and +-Inf.
-    bool ok = masses(i) - masses(i) == Real(0);
-    for (int d = 0; d < 3; ++d) {
-      const Real x = positions(i, d);
-      ok = ok && x - x == Real(0);
-      if (x - x == Real(0)) {
-        v.lo[d] = double(x) < v.lo[d] ? double(x) : v.lo[d];
-        v.hi[d] = double(x) > v.hi[d] ? double(x) : v.hi[d];
+    for (int i = item; i < n; i += items) {
+      // x - x is 0 for finite x and NaN for NaN and +-Inf.
+      bool ok = masses(i) - masses(i) == Real(0);
+      for (int d = 0; d < 3; ++d) {
+        const Real x = positions(i, d);
+        ok = ok && x - x == Real(0);
+        if (x - x == Real(0)) {
+          v.lo[d] = double(x) < v.lo[d] ? double(x) : v.lo[d];
+          v.hi[d] = double(x) > v.hi[d] ? double(x) : v.hi[d];
+        }
       }
+      if (!ok && i < v.first_bad) v.first_bad = i;
     }
-    if (!ok && i < v.first_bad) v.first_bad = i;
   }
 };
 
 template <class ExecutionSpace, class PositionsView, class MassesView>
 SolverBox bounding_box(const ExecutionSpace& space, const PositionsView& positions,
                        const MassesView& masses) {
-  SolverBoxReduction<PositionsView, MassesView> f{positions, masses, static_cast<int>(masses.extent(0))};
+  const int n = static_cast<int>(masses.extent(0));
+  SolverBoxReduction<PositionsView, MassesView> f{positions, masses, n, reduction_items<ExecutionSpace>(n)};
   SolverBox v;
   f.init(v);
-  Kokkos::parallel_reduce("kfmm::Solver::bounding_box", Kokkos::RangePolicy<ExecutionSpace>(space, 0, f.n), f,
-                          v);
+  Kokkos::parallel_reduce("kfmm::Solver::bounding_box",
+                          Kokkos::RangePolicy<ExecutionSpace>(space, 0, f.items), f, v);
   return v;
 }
 
@@ -526,7 +530,7 @@ class Solver {
                       Clock& clock) {
     const int n = tree_.num_particles;
     const int num_nodes = tree_.num_nodes;
-    const int ncoef = num_coefficients(order_);
+    const int ncoef = expansion_row_length(order_);  // (padded: see expansion_row_length)
     if (static_cast<int>(acc_sorted_.extent(0)) != n) {
       acc_sorted_ = Kokkos::View<Real* [3], memory_space>();
       acc_sorted_ = Kokkos::View<Real* [3], memory_space>(

@@ -19,6 +19,7 @@
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
 #include "kfmm/operators/solid_harmonics.hpp"
+#include "kfmm/operators/static_order.hpp"
 
 namespace kfmm {
 
@@ -86,9 +87,10 @@ KOKKOS_INLINE_FUNCTION void l2p_particle(int order, const Real* L, const Real* G
 
 namespace detail {
 /// The batched L2P kernel: one team per listed leaf (see kfmm::l2p). A functor rather than a lambda, for
-/// the reason given at detail::P2MKernel.
-template <class ExecutionSpace, class Leaves, class Ranges, class Centres, class Locals, class Positions,
-          class Accelerations, class Potentials>
+/// the reason given at detail::P2MKernel. P >= 0: the order is the compile-time constant P (the
+/// harmonic recurrences unroll, their coefficient indices become immediates); -1: runtime `order`.
+template <int P, class ExecutionSpace, class Leaves, class Ranges, class Centres, class Locals,
+          class Positions, class Accelerations, class Potentials>
 struct L2PKernel {
   using Real = typename Accelerations::non_const_value_type;
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -122,7 +124,7 @@ struct L2PKernel {
     const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, begin, end), [&](int i) {
       Real phi = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
-      l2p_particle(order, L.data(), Gx.data(), Gy.data(), Gz.data(), positions(i, 0) - cx,
+      l2p_particle(P >= 0 ? P : order, L.data(), Gx.data(), Gy.data(), Gz.data(), positions(i, 0) - cx,
                    positions(i, 1) - cy, positions(i, 2) - cz, phi, gx, gy, gz);
       potentials(i) -= g * phi;
       accelerations(i, 0) += g * gx;
@@ -195,16 +197,26 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  const detail::L2PKernel<ExecutionSpace, Leaves, Ranges, Centres, Locals, Positions, Accelerations,
-                          Potentials>
-      kernel{leaves, ranges, centres, locals, positions, accelerations, potentials, static_cast<Real>(G),
-             order,  nc,     ng};
-  const std::size_t bytes = Scratch::shmem_size(nc) + 3 * Scratch::shmem_size(ng > 0 ? ng : 1);
-  const int team = detail::choose_team_size<ExecutionSpace>("l2p", options.team_size, 32, bytes, 0,
-                                                            Policy(space, num_leaves, 1), kernel);
-  Policy policy(space, num_leaves, team);
-  policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
-  Kokkos::parallel_for("kfmm::l2p", policy, kernel);
+  // Compile-time orders on GPUs (the per-particle recurrences unroll: fewer instructions and no index
+  // arithmetic per harmonic); the runtime order on the host, as for M2M and L2L.
+  const auto run = [&](auto p) {
+    constexpr int P = detail::is_host_execution_space<ExecutionSpace> ? -1 : decltype(p)::value;
+    const detail::L2PKernel<P, ExecutionSpace, Leaves, Ranges, Centres, Locals, Positions, Accelerations,
+                            Potentials>
+        kernel{leaves, ranges, centres, locals, positions, accelerations, potentials, static_cast<Real>(G),
+               order,  nc,     ng};
+    const std::size_t bytes = Scratch::shmem_size(nc) + 3 * Scratch::shmem_size(ng > 0 ? ng : 1);
+    const int team = detail::choose_team_size<ExecutionSpace>("l2p", options.team_size, 32, bytes, 0,
+                                                              Policy(space, num_leaves, 1), kernel);
+    Policy policy(space, num_leaves, team);
+    policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
+    Kokkos::parallel_for("kfmm::l2p", policy, kernel);
+  };
+  if constexpr (detail::is_host_execution_space<ExecutionSpace>) {
+    run(std::integral_constant<int, -1>{});
+  } else {
+    detail::dispatch_static_order(order, run);
+  }
 }
 
 }  // namespace kfmm

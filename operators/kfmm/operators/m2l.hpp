@@ -28,9 +28,9 @@ namespace kfmm {
 
 /// ADDS to locals(far_list.targets(r), .) the M2L of multipoles(s, .) for every source s of row r
 /// (displacement centres(target) - centres(s); the ops conventions of m2l_pair.hpp).
-///  - `order` in 0..max_order (checked); multipoles and locals are ExpansionView-shaped (nodes x
-///    (order+1)^2, LayoutRight), centres Real*[3]; all three sized by the same number of nodes; node
-///    ids in the list must be valid (not checked per pair).
+///  - `order` in 0..max_order (checked); multipoles and locals are ExpansionView-shaped (nodes x at
+///    least (order+1)^2, LayoutRight; columns beyond are untouched), centres Real*[3]; all three sized by the
+///    same number of nodes; node ids in the list must be valid (not checked per pair).
 ///  - `options.lane` picks the implementation; an explicit lane is honoured or refused with a
 ///    kfmm::Error, never replaced.
 /// All Views live in `ExecutionSpace::memory_space`; kernels run on `space`. `workspace` holds the
@@ -57,9 +57,9 @@ void m2l(const ExecutionSpace& space, int order,
       "kfmm::m2l: Views must be accessible from the execution space");
   check_order(order);
   const size_t nc = static_cast<size_t>(num_coefficients(order));
-  require(multipoles.extent(1) == nc, "m2l: multipoles has ", multipoles.extent(1),
+  require(multipoles.extent(1) >= nc, "m2l: multipoles has ", multipoles.extent(1),
           " coefficients per node, order ", order, " needs ", nc);
-  require(locals.extent(1) == nc, "m2l: locals has ", locals.extent(1), " coefficients per node, order ",
+  require(locals.extent(1) >= nc, "m2l: locals has ", locals.extent(1), " coefficients per node, order ",
           order, " needs ", nc);
   require(centres.extent(1) == 3, "m2l: centres must have 3 columns, has ", centres.extent(1));
   require(multipoles.extent(0) == centres.extent(0) && locals.extent(0) == centres.extent(0),

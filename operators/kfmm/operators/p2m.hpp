@@ -12,6 +12,7 @@
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
 #include "kfmm/operators/solid_harmonics.hpp"
+#include "kfmm/operators/static_order.hpp"
 
 namespace kfmm {
 
@@ -28,9 +29,10 @@ KOKKOS_INLINE_FUNCTION void p2m_particle(int order, Real mass, Real dx, Real dy,
 namespace detail {
 /// The batched P2M kernel: one team per listed leaf (see kfmm::p2m). A functor rather than a lambda:
 /// an extended host-device lambda inside an operator instantiated in several nvcc-compiled files crashed
-/// on host backends (a call through a null pointer in the lambda wrapper; docs/gpu.md).
-template <class ExecutionSpace, class Positions, class Masses, class Ranges, class Leaves, class Centres,
-          class Multipoles>
+/// on host backends (a call through a null pointer in the lambda wrapper; docs/gpu.md). P >= 0: the
+/// order is the compile-time constant P (recurrences unroll, coefficient indices are immediates).
+template <int P, class ExecutionSpace, class Positions, class Masses, class Ranges, class Leaves,
+          class Centres, class Multipoles>
 struct P2MKernel {
   using Real = typename Multipoles::non_const_value_type;
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -43,7 +45,12 @@ struct P2MKernel {
   Multipoles multipoles;
   int order, nc;
 
+  /// Scratch row stride of one thread's partial multipole: nc rounded up to an odd number.
+  KOKKOS_INLINE_FUNCTION static constexpr int row_stride(int nc) { return nc | 1; }
+
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    const int order = P >= 0 ? P : this->order;
+    const int nc = P >= 0 ? num_coefficients(P) : this->nc;
     const int leaf = leaves(member.league_rank());
     const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
     const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
@@ -55,12 +62,15 @@ struct P2MKernel {
         p2m_particle(order, masses(i), positions(i, 0) - cx, positions(i, 1) - cy, positions(i, 2) - cz, out);
       return;
     }
+    // Each thread's row at an odd stride: with nc = 64 (p = 7) the threads' writes of one coefficient
+    // all hit one shared-memory bank (a 32-way conflict; P2M took 9x its p = 6 time on the H200).
+    const int stride = row_stride(nc);
     Scratch acc(member.team_scratch(0), nc);
-    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * nc);
+    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * stride);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { acc(k) = Real(0); });
     for (int chunk = begin; chunk < end; chunk += team) {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(member, team), [&](int t) {
-        Real* row = &rows(static_cast<std::size_t>(t) * nc);
+        Real* row = &rows(static_cast<std::size_t>(t) * stride);
         for (int k = 0; k < nc; ++k) row[k] = Real(0);
         const int i = chunk + t;
         if (i < end)
@@ -71,7 +81,7 @@ struct P2MKernel {
       const int used = end - chunk < team ? end - chunk : team;
       Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) {
         Real s = acc(k);
-        for (int t = 0; t < used; ++t) s += rows(static_cast<std::size_t>(t) * nc + k);
+        for (int t = 0; t < used; ++t) s += rows(static_cast<std::size_t>(t) * stride + k);
         acc(k) = s;
       });
       member.team_barrier();
@@ -132,15 +142,27 @@ void p2m(const ExecutionSpace& space, int order, const Positions& positions, con
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  const detail::P2MKernel<ExecutionSpace, Positions, Masses, Ranges, Leaves, Centres, Multipoles> kernel{
-      positions, masses, ranges, leaves, centres, multipoles, order, nc};
-  const std::size_t row_bytes = Scratch::shmem_size(nc);
-  const int team = detail::choose_team_size<ExecutionSpace>("p2m", options.team_size, 32, row_bytes,
-                                                            row_bytes, Policy(space, num_leaves, 1), kernel);
-  Policy policy(space, num_leaves, team);
-  if (team > 1)
-    policy.set_scratch_size(0, Kokkos::PerTeam(row_bytes + Scratch::shmem_size(std::size_t(team) * nc)));
-  Kokkos::parallel_for("kfmm::p2m", policy, kernel);
+  // Compile-time orders on GPUs, the runtime order on the host (as for M2M, L2L and L2P).
+  const auto run = [&](auto p) {
+    constexpr int P = detail::is_host_execution_space<ExecutionSpace> ? -1 : decltype(p)::value;
+    const detail::P2MKernel<P, ExecutionSpace, Positions, Masses, Ranges, Leaves, Centres, Multipoles> kernel{
+        positions, masses, ranges, leaves, centres, multipoles, order, nc};
+    const int stride = decltype(kernel)::row_stride(nc);
+    const std::size_t row_bytes = Scratch::shmem_size(nc);
+    const int team = detail::choose_team_size<ExecutionSpace>("p2m", options.team_size, 32, row_bytes,
+                                                              Scratch::shmem_size(stride),
+                                                              Policy(space, num_leaves, 1), kernel);
+    Policy policy(space, num_leaves, team);
+    if (team > 1)
+      policy.set_scratch_size(0,
+                              Kokkos::PerTeam(row_bytes + Scratch::shmem_size(std::size_t(team) * stride)));
+    Kokkos::parallel_for("kfmm::p2m", policy, kernel);
+  };
+  if constexpr (detail::is_host_execution_space<ExecutionSpace>) {
+    run(std::integral_constant<int, -1>{});
+  } else {
+    detail::dispatch_static_order(order, run);
+  }
 }
 
 }  // namespace kfmm

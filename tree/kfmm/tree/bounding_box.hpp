@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 
 namespace kfmm {
 
@@ -75,21 +76,24 @@ BoxReduction reduce_box(const ExecutionSpace& space, const PositionsView& positi
   const int n = n_pos > n_mass ? n_pos : n_mass;
   BoxReduction result;
   if (n == 0) return result;
+  const int items = reduction_items<ExecutionSpace>(n);
   Kokkos::parallel_reduce(
-      "kfmm::bounding_box", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const int i, BoxReduction& acc) {
-        if (i < n_pos) {
-          for (int a = 0; a < 3; ++a) {
-            const double x = static_cast<double>(positions(i, a));
-            if (is_finite(x)) {
-              acc.lo[a] = x < acc.lo[a] ? x : acc.lo[a];
-              acc.hi[a] = x > acc.hi[a] ? x : acc.hi[a];
-            } else {
-              acc.non_finite += 1;
+      "kfmm::bounding_box", Kokkos::RangePolicy<ExecutionSpace>(space, 0, items),
+      KOKKOS_LAMBDA(const int item, BoxReduction& acc) {
+        for (int i = item; i < n; i += items) {
+          if (i < n_pos) {
+            for (int a = 0; a < 3; ++a) {
+              const double x = static_cast<double>(positions(i, a));
+              if (is_finite(x)) {
+                acc.lo[a] = x < acc.lo[a] ? x : acc.lo[a];
+                acc.hi[a] = x > acc.hi[a] ? x : acc.hi[a];
+              } else {
+                acc.non_finite += 1;
+              }
             }
           }
+          if (i < n_mass && !is_finite(static_cast<double>(masses(i)))) acc.non_finite += 1;
         }
-        if (i < n_mass && !is_finite(static_cast<double>(masses(i)))) acc.non_finite += 1;
       },
       result);
   return result;

@@ -32,8 +32,9 @@
 ///
 /// CSR. Final pairs are written in round order with the key (near << b) | target, b = bits of the
 /// largest node id. One stable radix sort of the keys (tree/kfmm/tree/sort.hpp; CUB on CUDA) groups
-/// them: all far pairs by ascending target, then all near pairs by ascending target. One kernel marks
-/// each row's bounds per node and one scan over the nodes compacts the rows of both lists.
+/// them: all far pairs by ascending target, then all near pairs by ascending target. One thread per
+/// node finds its rows' bounds by binary search and one scan over the nodes compacts the rows of both
+/// lists.
 ///
 /// Every kernel owns its output or is a scan, and the sort is stable: the lists are identical run after
 /// run and across backends (except possibly for pairs exactly on the MAC boundary where a device
@@ -47,6 +48,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -99,14 +101,18 @@ struct InteractionLists {
 };
 
 namespace detail {
-/// A node as the walk reads it: one 64-byte record (one cache line) per node.
-struct alignas(64) WalkNode {
-  double centre[3];
-  double radius;
+/// A node as the walk reads it, in the tree's precision: 32 bytes (one GPU memory sector) for float
+/// trees, 64 for double. Classify gathers two records per open pair, so their size sets its traffic.
+/// The MAC converts them to double, where float products are exact: the decisions do not depend on
+/// the record's precision beyond the tree's own.
+template <class Real>
+struct alignas(8 * sizeof(Real)) WalkNode {
+  Real centre[3];
+  Real radius;
   int first_child, num_children;
-  int pad[2];
 };
-static_assert(sizeof(WalkNode) == 64, "one walk node record per cache line");
+static_assert(sizeof(WalkNode<float>) == 32 && sizeof(WalkNode<double>) == 64,
+              "one walk node record per 32-byte sector (float) or cache line (double)");
 }  // namespace detail
 
 /// Reusable buffers of dual_tree_walk (grown on demand; a reused workspace allocates nothing once the
@@ -114,7 +120,7 @@ static_assert(sizeof(WalkNode) == 64, "one walk node record per cache line");
 /// until the next walk with the same workspace.
 template <class MemorySpace>
 struct WalkWorkspace {
-  Kokkos::View<detail::WalkNode*, MemorySpace> nodes;       ///< per node: centre, radius, children
+  Kokkos::View<double*, MemorySpace> node_storage;  ///< per node: a detail::WalkNode<Real> record (raw)
   Kokkos::View<unsigned long long*, MemorySpace> queue[2];  ///< open pairs (t << 32 | s), by round
   Kokkos::View<unsigned long long*, MemorySpace> counts;    ///< per open pair: packed counts, offsets
   Kokkos::View<unsigned char*, MemorySpace> actions;        ///< per open pair: the decision
@@ -141,10 +147,14 @@ namespace detail {
 enum WalkAction : unsigned char { kWalkFar, kWalkNear, kWalkSplitTarget, kWalkSplitSource, kWalkSplitBoth };
 
 /// The decision for the open pair (target t, source s); see the file comment.
-KOKKOS_INLINE_FUNCTION WalkAction walk_action(const WalkNode& a, const int t, const WalkNode& b, const int s,
-                                              const double theta_squared, const double min_separation) {
+template <class Real>
+KOKKOS_INLINE_FUNCTION WalkAction walk_action(const WalkNode<Real>& a, const int t, const WalkNode<Real>& b,
+                                              const int s, const double theta_squared,
+                                              const double min_separation) {
   if (t == s) return a.num_children == 0 ? kWalkNear : kWalkSplitBoth;
-  if (mac_accepts(a.centre, a.radius, b.centre, b.radius, theta_squared, min_separation)) return kWalkFar;
+  const double ca[3] = {a.centre[0], a.centre[1], a.centre[2]};
+  const double cb[3] = {b.centre[0], b.centre[1], b.centre[2]};
+  if (mac_accepts(ca, a.radius, cb, b.radius, theta_squared, min_separation)) return kWalkFar;
   const bool target_leaf = a.num_children == 0, source_leaf = b.num_children == 0;
   if (target_leaf && source_leaf) return kWalkNear;
   if (target_leaf) return kWalkSplitSource;
@@ -165,7 +175,7 @@ inline constexpr long long max_walk_slice = 1LL << 25;
 /// Starts a walk: packs the node records, clears the row bounds, seeds the queue with (root, root).
 template <class MemorySpace, class Real>
 struct WalkPack {
-  Kokkos::View<WalkNode*, MemorySpace> nodes;
+  Kokkos::View<WalkNode<Real>*, MemorySpace, Kokkos::MemoryUnmanaged> nodes;
   Kokkos::View<const Real* [3], MemorySpace> centres;
   Kokkos::View<const Real*, MemorySpace> radii;
   Kokkos::View<const int*, MemorySpace> first_child, num_children;
@@ -174,12 +184,11 @@ struct WalkPack {
   Kokkos::View<long long*, MemorySpace> state;
   int overflow_at;  // >= 0: seed the planned rounds' state (no pair yet, one open pair, no overflow)
   KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    WalkNode node;
-    for (int a = 0; a < 3; ++a) node.centre[a] = static_cast<double>(centres(i, a));
-    node.radius = static_cast<double>(radii(i));
+    WalkNode<Real> node;
+    for (int a = 0; a < 3; ++a) node.centre[a] = centres(i, a);
+    node.radius = radii(i);
     node.first_child = first_child(i);
     node.num_children = num_children(i);
-    node.pad[0] = node.pad[1] = 0;
     nodes(i) = node;
     for (int k = 0; k < 4; ++k) bounds(i, k) = 0;
     if (i == 0) {
@@ -195,9 +204,9 @@ struct WalkPack {
 
 /// Classify: the action and the packed output count of open pairs [begin, begin + m); item m writes the
 /// 0 that the in-place scan turns into the total.
-template <class MemorySpace>
+template <class MemorySpace, class Real>
 struct WalkClassify {
-  Kokkos::View<const WalkNode*, MemorySpace> nodes;
+  Kokkos::View<const WalkNode<Real>*, MemorySpace, Kokkos::MemoryUnmanaged> nodes;
   Kokkos::View<const unsigned long long*, MemorySpace> queue;
   Kokkos::View<unsigned long long*, MemorySpace> counts;
   Kokkos::View<unsigned char*, MemorySpace> actions;
@@ -213,8 +222,8 @@ struct WalkClassify {
     }
     const unsigned long long pair = queue(begin + i);
     const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
-    const WalkNode& a = nodes(t);
-    const WalkNode& b = nodes(s);
+    const WalkNode<Real>& a = nodes(t);
+    const WalkNode<Real>& b = nodes(s);
     const WalkAction action = walk_action(a, t, b, s, theta_squared, min_separation);
     actions(i) = action;
     unsigned long long count = 0;
@@ -238,9 +247,9 @@ struct WalkClassify {
 };
 
 /// Emit: every open pair of the slice writes its final pair or its child pairs at its scanned offsets.
-template <class MemorySpace>
+template <class MemorySpace, class Real>
 struct WalkEmit {
-  Kokkos::View<const WalkNode*, MemorySpace> nodes;
+  Kokkos::View<const WalkNode<Real>*, MemorySpace, Kokkos::MemoryUnmanaged> nodes;
   Kokkos::View<const unsigned long long*, MemorySpace> queue;
   Kokkos::View<const unsigned long long*, MemorySpace> offsets;
   Kokkos::View<const unsigned char*, MemorySpace> actions;
@@ -286,15 +295,15 @@ struct WalkEmit {
     }
     const long long c = next_base + static_cast<long long>(o & 0xffffffffULL);
     if (action == kWalkSplitTarget) {
-      const WalkNode& a = nodes(t);
+      const WalkNode<Real>& a = nodes(t);
       for (int j = 0; j < a.num_children; ++j)
         if (c + j < next_cap) next(c + j) = walk_pair(a.first_child + j, s);
     } else if (action == kWalkSplitSource) {
-      const WalkNode& b = nodes(s);
+      const WalkNode<Real>& b = nodes(s);
       for (int j = 0; j < b.num_children; ++j)
         if (c + j < next_cap) next(c + j) = walk_pair(t, b.first_child + j);
     } else {  // a self pair: all pairs of the children, (child i, child j) at i k + j
-      const WalkNode& a = nodes(t);
+      const WalkNode<Real>& a = nodes(t);
       const int k = a.num_children, f = a.first_child;
       for (int u = 0; u < k; ++u)
         for (int v = 0; v < k; ++v)
@@ -303,23 +312,37 @@ struct WalkEmit {
   }
 };
 
-/// After the sort: the bounds of every row (far and near) per node, and the index of the first near
-/// pair (all far pairs sort before all near pairs).
+/// After the sort: the bounds of every row per node, far [0, 1) and near [2, 3), by binary search of the
+/// sorted keys (far keys are the target t, near keys near_bit + t), and the index of the first near pair.
+/// One thread per node: ~4 log2(pairs) cached reads each, instead of a pass over every pair (a per-pair
+/// boundary-marking kernel took ~0.1 ms for 1e7 pairs on the H200).
 template <class MemorySpace>
 struct WalkRowBounds {
   Kokkos::View<const unsigned*, MemorySpace> keys;
   Kokkos::View<int* [4], MemorySpace> bounds;
   Kokkos::View<int*, MemorySpace> split;
-  unsigned near_bit;
+  unsigned long long near_bit;
   int pairs;
-  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    const unsigned k = keys(i);
-    const int t = static_cast<int>(k & (near_bit - 1u));
-    const int kind = k >= near_bit ? 1 : 0;
-    if (i == 0 || keys(i - 1) != k) bounds(t, 2 * kind) = i;
-    if (i == pairs - 1 || keys(i + 1) != k) bounds(t, 2 * kind + 1) = i + 1;
-    if (kind == 1 && (i == 0 || keys(i - 1) < near_bit)) split(0) = i;
-    if (kind == 0 && i == pairs - 1) split(0) = pairs;  // (no near pair at all)
+  /// First index whose key is >= key (pairs when none).
+  KOKKOS_INLINE_FUNCTION int lower_bound(const unsigned long long key) const {
+    int lo = 0, hi = pairs;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (static_cast<unsigned long long>(keys(mid)) < key) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(const int t) const {
+    const unsigned long long far = static_cast<unsigned long long>(t), near = near_bit + far;
+    bounds(t, 0) = lower_bound(far);
+    bounds(t, 1) = lower_bound(far + 1);
+    bounds(t, 2) = lower_bound(near);
+    bounds(t, 3) = lower_bound(near + 1);
+    if (t == 0) split(0) = lower_bound(near_bit);
   }
 };
 
@@ -339,7 +362,7 @@ struct WalkCompactRows {
       if (final) {
         far_offsets(far_row) = first_near;
         near_offsets(near_row) = pairs - first_near;
-        if (pairs == 0) split(0) = 0;  // (the row bounds kernel did not run)
+        if (pairs == 0) split(0) = 0;  // (no pairs: no near pair either)
         split(1) = far_row;            // the row counts, copied to the host with split(0)
         split(2) = near_row;
       }
@@ -420,14 +443,21 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
     detail::reserve_at_least(ws.state, overflow_at + 1LL, "kfmm::walk::state");
   }
-  detail::reserve_at_least(ws.nodes, num_nodes, "kfmm::walk::nodes");
+  // The node records live in untyped storage so that one workspace serves float and double trees.
+  using Node = detail::WalkNode<Real>;
+  constexpr long long words_per_node = sizeof(Node) / sizeof(double);
+  detail::reserve_at_least(ws.node_storage, words_per_node * num_nodes, "kfmm::walk::nodes");
+  const Kokkos::View<Node*, memory_space, Kokkos::MemoryUnmanaged> nodes(
+      reinterpret_cast<Node*>(ws.node_storage.data()), num_nodes);
+  require(reinterpret_cast<std::uintptr_t>(ws.node_storage.data()) % alignof(Node) == 0,
+          "dual_tree_walk: node storage not aligned to ", alignof(Node), " bytes");
   detail::reserve_at_least(ws.bounds, num_nodes, "kfmm::walk::bounds");
   detail::reserve_at_least(ws.split, 3, "kfmm::walk::split");
   for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], 1, "kfmm::walk::queue");
   Kokkos::parallel_for("kfmm::walk::pack", Range(space, 0, num_nodes),
-                       detail::WalkPack<memory_space, Real>{
-                           ws.nodes, tree.centres, tree.radii, tree.first_child, tree.num_children, ws.bounds,
-                           ws.queue[0], ws.state, use_plan ? overflow_at : -1});
+                       detail::WalkPack<memory_space, Real>{nodes, tree.centres, tree.radii, tree.first_child,
+                                                            tree.num_children, ws.bounds, ws.queue[0],
+                                                            ws.state, use_plan ? overflow_at : -1});
 
   long long open = num_nodes > 0 ? 1 : 0, pairs = 0;
   int cur = 0;
@@ -437,13 +467,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       const int m = caps[r];
       Kokkos::parallel_for(
           "kfmm::walk::classify", Range(space, 0, m + 1),
-          detail::WalkClassify<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions, ws.state, 0, m,
-                                             2 * r + 1, theta_squared, options.min_separation});
+          detail::WalkClassify<memory_space, Real>{nodes, ws.queue[cur], ws.counts, ws.actions, ws.state, 0,
+                                                   m, 2 * r + 1, theta_squared, options.min_separation});
       exclusive_scan_in_place_on_device(space, ws.counts, m, ws.scan);
       Kokkos::parallel_for("kfmm::walk::emit", Range(space, 0, m),
-                           detail::WalkEmit<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions,
-                                                          ws.queue[1 - cur], ws.pair_keys, ws.pair_sources,
-                                                          ws.state, 0, 0, near_bit, 0, m, r, overflow_at});
+                           detail::WalkEmit<memory_space, Real>{
+                               nodes, ws.queue[cur], ws.counts, ws.actions, ws.queue[1 - cur], ws.pair_keys,
+                               ws.pair_sources, ws.state, 0, 0, near_bit, 0, m, r, overflow_at});
       cur = 1 - cur;
     }
     // The one host round trip of the planned rounds: their sizes, the pairs, the overflow flag.
@@ -473,9 +503,9 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       detail::reserve_at_least(ws.counts, m + 1LL, "kfmm::walk::counts");
       detail::reserve_at_least(ws.actions, m, "kfmm::walk::actions");
       Kokkos::parallel_for("kfmm::walk::classify", Range(space, 0, m + 1),
-                           detail::WalkClassify<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions,
-                                                              ws.state, static_cast<int>(begin), m, -1,
-                                                              theta_squared, options.min_separation});
+                           detail::WalkClassify<memory_space, Real>{
+                               nodes, ws.queue[cur], ws.counts, ws.actions, ws.state, static_cast<int>(begin),
+                               m, -1, theta_squared, options.min_separation});
       const unsigned long long total = exclusive_scan_in_place(space, ws.counts, m, ws.scan);
       const long long finals = static_cast<long long>(total >> 32);
       const long long children = static_cast<long long>(total & 0xffffffffULL);
@@ -484,9 +514,9 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       detail::grow_to(ws.queue[1 - cur], next + children, next);
       Kokkos::parallel_for(
           "kfmm::walk::emit", Range(space, 0, m),
-          detail::WalkEmit<memory_space>{ws.nodes, ws.queue[cur], ws.counts, ws.actions, ws.queue[1 - cur],
-                                         ws.pair_keys, ws.pair_sources, ws.state, pairs, next, near_bit,
-                                         static_cast<int>(begin), m, -1, -1});
+          detail::WalkEmit<memory_space, Real>{nodes, ws.queue[cur], ws.counts, ws.actions, ws.queue[1 - cur],
+                                               ws.pair_keys, ws.pair_sources, ws.state, pairs, next, near_bit,
+                                               static_cast<int>(begin), m, -1, -1});
       pairs += finals;
       next += children;
     }
@@ -504,9 +534,9 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   // CSR: sort the final pairs by (near, target), mark the rows' bounds, compact the rows.
   const int n_pairs = static_cast<int>(pairs);
   sort_by_key(space, ws.pair_keys, ws.pair_sources, n_pairs, node_bits + 1, ws.sort);
-  if (n_pairs > 0) {
+  if (num_nodes > 0) {
     Kokkos::parallel_for(
-        "kfmm::walk::row_bounds", Range(space, 0, n_pairs),
+        "kfmm::walk::row_bounds", Range(space, 0, num_nodes),
         detail::WalkRowBounds<memory_space>{ws.pair_keys, ws.bounds, ws.split, near_bit, n_pairs});
   }
   detail::reserve_at_least(ws.far_rows, num_nodes, "kfmm::walk::far_rows");

@@ -21,7 +21,7 @@ namespace kfmm::detail {
 
 /// W reals with element-wise arithmetic (a portable SIMD value for host code).
 template <class Real, int W>
-struct Pack {
+struct alignas(sizeof(Real) * W >= 64 ? 64 : sizeof(Real) * W) Pack {
   Real v[W];
   Pack() = default;
   KOKKOS_FORCEINLINE_FUNCTION explicit Pack(Real x) {
@@ -51,10 +51,12 @@ struct Pack {
   }
 };
 
-/// Lanes per pack on the host: 16 (measured best for float and double, SSE2 and AVX-512 builds alike:
-/// enough independent work to hide latencies; docs/kernels.md).
+/// Lanes per pack on the host: enough independent work to hide latencies (docs/kernels.md). 16 was
+/// best for both precisions in SSE2 and AVX-512 builds; for double with AVX2 (-march=native on the Zen 4
+/// development machine, 16 ymm registers) 8 is 5 % faster than 16 (a 16-double pack is four registers
+/// and the rotations spill) and 4 is 1.7x slower.
 template <class Real>
-inline constexpr int m2l_host_lanes = 16;
+inline constexpr int m2l_host_lanes = sizeof(Real) == 8 ? 8 : 16;
 
 /// Adds to L the M2L of W pairs: lane l translates the multipole at M[l] (null: an idle lane that
 /// contributes zero) by the displacement (dx[l], dy[l], dz[l]) = target - source. Compile-time order

@@ -21,9 +21,19 @@ namespace kfmm::detail {
 
 /// W reals with element-wise arithmetic (a portable SIMD value for host code).
 template <class Real, int W>
-struct alignas(sizeof(Real) * W >= 64 ? 64 : sizeof(Real) * W) Pack {
+struct Pack {
   Real v[W];
   Pack() = default;
+  // Copies lane by lane (a loop the compiler turns into full-width vector moves). The implicit copy of
+  // the array went through 16-byte moves that the next 32-byte load could not forward from (a store
+  // forwarding stall on 61 % of rotate_z's samples with AVX2).
+  KOKKOS_FORCEINLINE_FUNCTION Pack(const Pack& o) {
+    for (int l = 0; l < W; ++l) v[l] = o.v[l];
+  }
+  KOKKOS_FORCEINLINE_FUNCTION Pack& operator=(const Pack& o) {
+    for (int l = 0; l < W; ++l) v[l] = o.v[l];
+    return *this;
+  }
   KOKKOS_FORCEINLINE_FUNCTION explicit Pack(Real x) {
     for (int l = 0; l < W; ++l) v[l] = x;
   }
@@ -51,12 +61,11 @@ struct alignas(sizeof(Real) * W >= 64 ? 64 : sizeof(Real) * W) Pack {
   }
 };
 
-/// Lanes per pack on the host: enough independent work to hide latencies (docs/kernels.md). 16 was
-/// best for both precisions in SSE2 and AVX-512 builds; for double with AVX2 (-march=native on the Zen 4
-/// development machine, 16 ymm registers) 8 is 5 % faster than 16 (a 16-double pack is four registers
-/// and the rotations spill) and 4 is 1.7x slower.
+/// Lanes per pack on the host: 16, enough independent work to hide latencies (docs/kernels.md); measured
+/// best for float and double in SSE2 and AVX-512 builds, and for double with AVX2 once packs copy lane by
+/// lane (2e5 Plummer, p 6: M2L 729 ms with 16 lanes, 791 with 8).
 template <class Real>
-inline constexpr int m2l_host_lanes = sizeof(Real) == 8 ? 8 : 16;
+inline constexpr int m2l_host_lanes = 16;
 
 /// Adds to L the M2L of W pairs: lane l translates the multipole at M[l] (null: an idle lane that
 /// contributes zero) by the displacement (dx[l], dy[l], dz[l]) = target - source. Compile-time order

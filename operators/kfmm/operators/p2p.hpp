@@ -61,11 +61,7 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_pair(Real dx, Real dy, Real dz, Real mass, 
   const Real r2 = dx * dx + dy * dy + dz * dz + eps2;
   Real rinv;
   if constexpr (GuardZero) {
-    // Arithmetic, not a branch: with `r2 > 0 ? rsqrt(r2) : 0` (or selects around it) g++ kept the host
-    // lanes scalar ("control flow in loop"), 5x slower than with softening. live is 1 or 0; a dead pair
-    // takes rsqrt(1) and multiplies it by 0.
-    const Real live = static_cast<Real>(r2 > Real(0));
-    rinv = live * compat::rsqrt(r2 + (Real(1) - live));
+    rinv = compat::rsqrt_or_zero(r2);  // (branch-free on the host, so the lanes vectorise)
   } else {
     rinv = compat::rsqrt(r2);
   }

@@ -26,8 +26,8 @@ enum class M2LLane {
 
 /// Where a thread of the fused lane's GPU team keeps its partial local expansion.
 enum class M2LAccumulator {
-  automatic,  ///< registers when (p+1)^2 reals fit in 200 bytes (fp32 p <= 6, fp64 p <= 4), else scratch
-  registers,  ///< a local array kept in registers (compile-time orders whose local fits in 200 bytes)
+  automatic,  ///< registers when (p+1)^2 reals fit in 256 bytes (fp32 p <= 7, fp64 p <= 4), else scratch
+  registers,  ///< a local array kept in registers (compile-time orders whose local fits in 256 bytes)
   scratch,    ///< the thread's own column of team scratch (saves (p+1)^2 registers at high p)
 };
 
@@ -85,8 +85,8 @@ constexpr M2LLane m2l_automatic_lane() {
 
 namespace detail {
 
-/// Largest partial local (bytes) the fused GPU kernel keeps in registers: fp32 p <= 6, fp64 p <= 4.
-inline constexpr std::size_t m2l_register_bytes = 200;
+/// Largest partial local (bytes) the fused GPU kernel keeps in registers: fp32 p <= 7, fp64 p <= 4.
+inline constexpr std::size_t m2l_register_bytes = 256;
 
 /// Capacity of a per-pair coefficient buffer for compile-time order P (P = -1: max_order).
 template <int P>

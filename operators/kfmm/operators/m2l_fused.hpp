@@ -208,9 +208,8 @@ void m2l_fused(const ExecutionSpace& space, int order,
     // time it is specialised only at p = 4 there and runs the runtime-order maths at other orders.
     constexpr int PT = (host && P != 4) ? -1 : P;
     // One kernel per order keeps nvcc's compile time in check: registers where the (p+1)^2 partial
-    // local fits in 200 bytes (fp32 p <= 6, fp64 p <= 4), else the thread's scratch column; an
-    // explicit scratch request at a register order runs the runtime-order scratch kernel. (fp32 p = 7
-    // in registers, 256 bytes, cost 2.8x p = 6 per pair on the H200.)
+    // local fits in m2l_register_bytes (fp32 p <= 7, fp64 p <= 4), else the thread's scratch column; an
+    // explicit scratch request at a register order runs the runtime-order scratch kernel.
     constexpr bool fits_registers = PT >= 0 && m2l_capacity<PT> * sizeof(Real) <= m2l_register_bytes;
     require(!(options.accumulator == M2LAccumulator::registers && !fits_registers),
             "m2l: the register accumulator needs an order with a compile-time specialisation (",

@@ -13,10 +13,6 @@ template <class ExecutionSpace>
 inline constexpr bool is_host_execution_space =
     Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
 
-}  // namespace kfmm::detail
-
-namespace kfmm::detail {
-
 /// Work items of a reduction over n elements: item i takes elements i, i + items, i + 2 items, ...
 /// GPUs: at most 2^16 items (coalesced strided loads, and the reduction tree joins 2^16 values instead
 /// of n: a 1e6-point box reduction with a 56-byte value took ~66 us on the H200 as one item per point).

@@ -128,16 +128,12 @@ void l2l(const ExecutionSpace& space, int order, const Children& children, const
   // runtime-order shift per thread made every level take ~0.1 ms at p = 6 on the H200); runtime order
   // on the host.
   const auto run = [&](auto p) {
-    constexpr int P = detail::is_host_execution_space<ExecutionSpace> ? -1 : decltype(p)::value;
+    constexpr int P = decltype(p)::value;
     Kokkos::parallel_for(
         "kfmm::l2l", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_children),
         detail::L2LKernel<P, Children, Parent, Centres, Locals>{children, parent, centres, locals, order});
   };
-  if constexpr (detail::is_host_execution_space<ExecutionSpace>) {
-    run(std::integral_constant<int, -1>{});
-  } else {
-    detail::dispatch_static_order(order, run);
-  }
+  detail::dispatch_device_static_order<ExecutionSpace>(order, run);
 }
 
 }  // namespace kfmm

@@ -200,7 +200,7 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
   // Compile-time orders on GPUs (the per-particle recurrences unroll: fewer instructions and no index
   // arithmetic per harmonic); the runtime order on the host, as for M2M and L2L.
   const auto run = [&](auto p) {
-    constexpr int P = detail::is_host_execution_space<ExecutionSpace> ? -1 : decltype(p)::value;
+    constexpr int P = decltype(p)::value;
     const detail::L2PKernel<P, ExecutionSpace, Leaves, Ranges, Centres, Locals, Positions, Accelerations,
                             Potentials>
         kernel{leaves, ranges, centres, locals, positions, accelerations, potentials, static_cast<Real>(G),
@@ -212,11 +212,7 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
     policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
     Kokkos::parallel_for("kfmm::l2p", policy, kernel);
   };
-  if constexpr (detail::is_host_execution_space<ExecutionSpace>) {
-    run(std::integral_constant<int, -1>{});
-  } else {
-    detail::dispatch_static_order(order, run);
-  }
+  detail::dispatch_device_static_order<ExecutionSpace>(order, run);
 }
 
 }  // namespace kfmm

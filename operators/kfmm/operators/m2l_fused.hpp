@@ -117,9 +117,8 @@ struct M2LFusedTeamKernel {
   int level;   // scratch level
   int stride;  // scratch column length: nc rounded up to an odd number (no bank conflicts)
 
-  static int column_stride(int nc) { return nc | 1; }
   static size_t scratch_bytes(int team, int nc) {
-    return sizeof(Real) * static_cast<size_t>(team) * static_cast<size_t>(column_stride(nc)) + 64;
+    return sizeof(Real) * static_cast<size_t>(team) * static_cast<size_t>(expansion_scratch_stride(nc)) + 64;
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
@@ -221,7 +220,7 @@ void m2l_fused(const ExecutionSpace& space, int order,
       using K = decltype(kernel);
       const size_t bytes = K::scratch_bytes(team, nc);
       kernel.level = bytes <= static_cast<size_t>(Policy::scratch_size_max(0)) ? 0 : 1;
-      kernel.stride = K::column_stride(nc);
+      kernel.stride = expansion_scratch_stride(nc);
       require(bytes <= static_cast<size_t>(Policy::scratch_size_max(kernel.level)), "m2l: team_size = ", team,
               " at order ", order, " needs ", bytes, " bytes of team scratch, more than the backend allows");
       const auto scratch = Kokkos::PerTeam(bytes);

@@ -102,18 +102,19 @@ struct M2MKernel {
     const Real px = centres(q, 0), py = centres(q, 1), pz = centres(q, 2);
     const int team = member.team_size();
     Scratch acc(member.team_scratch(0), nc);
-    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * nc);
+    const int stride = expansion_scratch_stride(nc);  // (odd: no bank conflicts)
+    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * stride);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { acc(k) = Real(0); });
     member.team_barrier();
     for (int chunk = 0; chunk < count; chunk += team) {
       const int used = count - chunk < team ? count - chunk : team;
       Kokkos::parallel_for(Kokkos::TeamThreadRange(member, used), [&](int t) {
-        shift(first + chunk + t, px, py, pz, &rows(static_cast<std::size_t>(t) * nc));
+        shift(first + chunk + t, px, py, pz, &rows(static_cast<std::size_t>(t) * stride));
       });
       member.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) {
         Real s = acc(k);
-        for (int t = 0; t < used; ++t) s += rows(static_cast<std::size_t>(t) * nc + k);
+        for (int t = 0; t < used; ++t) s += rows(static_cast<std::size_t>(t) * stride + k);
         acc(k) = s;
       });
       member.team_barrier();
@@ -178,24 +179,22 @@ void m2m(const ExecutionSpace& space, int order, const Parents& parents, const F
   // Compile-time orders on GPUs (the shift runs in registers: a runtime-order shift in local memory made
   // every level take ~0.1 ms at p = 6 on the H200, latency of one thread); runtime order on the host.
   const auto run = [&](auto p) {
-    constexpr int P = detail::is_host_execution_space<ExecutionSpace> ? -1 : decltype(p)::value;
+    constexpr int P = decltype(p)::value;
     using Kernel =
         detail::M2MKernel<P, ExecutionSpace, Parents, FirstChild, NumChildren, Centres, Multipoles>;
     using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
     const Kernel kernel{parents, first_child, num_children, centres, multipoles, order, nc};
+    const int stride = expansion_scratch_stride(nc);
     const std::size_t row_bytes = Kernel::Scratch::shmem_size(nc);
-    const int team = detail::choose_team_size<ExecutionSpace>(
-        "m2m", options.team_size, 8, row_bytes, row_bytes, Policy(space, num_parents, 1), kernel);
+    const int team = detail::choose_team_size<ExecutionSpace>("m2m", options.team_size, 8, row_bytes,
+                                                              Kernel::Scratch::shmem_size(stride),
+                                                              Policy(space, num_parents, 1), kernel);
     Policy policy(space, num_parents, team);
     policy.set_scratch_size(
-        0, Kokkos::PerTeam(row_bytes + Kernel::Scratch::shmem_size(static_cast<std::size_t>(team) * nc)));
+        0, Kokkos::PerTeam(row_bytes + Kernel::Scratch::shmem_size(static_cast<std::size_t>(team) * stride)));
     Kokkos::parallel_for("kfmm::m2m", policy, kernel);
   };
-  if constexpr (detail::is_host_execution_space<ExecutionSpace>) {
-    run(std::integral_constant<int, -1>{});
-  } else {
-    detail::dispatch_static_order(order, run);
-  }
+  detail::dispatch_device_static_order<ExecutionSpace>(order, run);
 }
 
 }  // namespace kfmm

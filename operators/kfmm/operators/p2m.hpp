@@ -45,9 +45,6 @@ struct P2MKernel {
   Multipoles multipoles;
   int order, nc;
 
-  /// Scratch row stride of one thread's partial multipole: nc rounded up to an odd number.
-  KOKKOS_INLINE_FUNCTION static constexpr int row_stride(int nc) { return nc | 1; }
-
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     const int order = P >= 0 ? P : this->order;
     const int nc = P >= 0 ? num_coefficients(P) : this->nc;
@@ -62,9 +59,7 @@ struct P2MKernel {
         p2m_particle(order, masses(i), positions(i, 0) - cx, positions(i, 1) - cy, positions(i, 2) - cz, out);
       return;
     }
-    // Each thread's row at an odd stride: with nc = 64 (p = 7) the threads' writes of one coefficient
-    // all hit one shared-memory bank (a 32-way conflict; P2M took 9x its p = 6 time on the H200).
-    const int stride = row_stride(nc);
+    const int stride = expansion_scratch_stride(nc);  // (odd: no bank conflicts)
     Scratch acc(member.team_scratch(0), nc);
     Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * stride);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { acc(k) = Real(0); });
@@ -144,10 +139,10 @@ void p2m(const ExecutionSpace& space, int order, const Positions& positions, con
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   // Compile-time orders on GPUs, the runtime order on the host (as for M2M, L2L and L2P).
   const auto run = [&](auto p) {
-    constexpr int P = detail::is_host_execution_space<ExecutionSpace> ? -1 : decltype(p)::value;
+    constexpr int P = decltype(p)::value;
     const detail::P2MKernel<P, ExecutionSpace, Positions, Masses, Ranges, Leaves, Centres, Multipoles> kernel{
         positions, masses, ranges, leaves, centres, multipoles, order, nc};
-    const int stride = decltype(kernel)::row_stride(nc);
+    const int stride = expansion_scratch_stride(nc);
     const std::size_t row_bytes = Scratch::shmem_size(nc);
     const int team = detail::choose_team_size<ExecutionSpace>("p2m", options.team_size, 32, row_bytes,
                                                               Scratch::shmem_size(stride),
@@ -158,11 +153,7 @@ void p2m(const ExecutionSpace& space, int order, const Positions& positions, con
                               Kokkos::PerTeam(row_bytes + Scratch::shmem_size(std::size_t(team) * stride)));
     Kokkos::parallel_for("kfmm::p2m", policy, kernel);
   };
-  if constexpr (detail::is_host_execution_space<ExecutionSpace>) {
-    run(std::integral_constant<int, -1>{});
-  } else {
-    detail::dispatch_static_order(order, run);
-  }
+  detail::dispatch_device_static_order<ExecutionSpace>(order, run);
 }
 
 }  // namespace kfmm

@@ -7,6 +7,8 @@
 
 #include <type_traits>
 
+#include "kfmm/core/execution_space.hpp"
+
 namespace kfmm::detail {
 
 /// Lowest and highest orders with a compile-time specialisation; others use the runtime-order path.
@@ -48,6 +50,18 @@ void dispatch_static_order(int order, F&& f) {
     default:
       f(std::integral_constant<int, -1>{});
       break;
+  }
+}
+
+/// dispatch_static_order on device backends; P = -1 (the runtime order) on host backends, whose
+/// per-order kernels the compilers vectorise without compile-time orders (and whose build time stays
+/// small). The batched P2M, M2M, L2L and L2P all dispatch through this.
+template <class ExecutionSpace, class F>
+void dispatch_device_static_order(int order, F&& f) {
+  if constexpr (is_host_execution_space<ExecutionSpace>) {
+    f(std::integral_constant<int, -1>{});
+  } else {
+    dispatch_static_order(order, f);
   }
 }
 

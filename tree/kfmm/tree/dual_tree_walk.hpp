@@ -172,14 +172,13 @@ KOKKOS_INLINE_FUNCTION unsigned long long walk_pair(const int t, const int s) {
 /// count (low 32 bits) of a slice stays below 2^31 and never carries into the final-pair count.
 inline constexpr long long max_walk_slice = 1LL << 25;
 
-/// Starts a walk: packs the node records, clears the row bounds, seeds the queue with (root, root).
+/// Starts a walk: packs the node records, seeds the queue with (root, root).
 template <class MemorySpace, class Real>
 struct WalkPack {
   Kokkos::View<WalkNode<Real>*, MemorySpace, Kokkos::MemoryUnmanaged> nodes;
   Kokkos::View<const Real* [3], MemorySpace> centres;
   Kokkos::View<const Real*, MemorySpace> radii;
   Kokkos::View<const int*, MemorySpace> first_child, num_children;
-  Kokkos::View<int* [4], MemorySpace> bounds;
   Kokkos::View<unsigned long long*, MemorySpace> queue;
   Kokkos::View<long long*, MemorySpace> state;
   int overflow_at;  // >= 0: seed the planned rounds' state (no pair yet, one open pair, no overflow)
@@ -190,7 +189,6 @@ struct WalkPack {
     node.first_child = first_child(i);
     node.num_children = num_children(i);
     nodes(i) = node;
-    for (int k = 0; k < 4; ++k) bounds(i, k) = 0;
     if (i == 0) {
       queue(0) = 0;  // (root, root)
       if (overflow_at >= 0) {
@@ -456,8 +454,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], 1, "kfmm::walk::queue");
   Kokkos::parallel_for("kfmm::walk::pack", Range(space, 0, num_nodes),
                        detail::WalkPack<memory_space, Real>{nodes, tree.centres, tree.radii, tree.first_child,
-                                                            tree.num_children, ws.bounds, ws.queue[0],
-                                                            ws.state, use_plan ? overflow_at : -1});
+                                                            tree.num_children, ws.queue[0], ws.state,
+                                                            use_plan ? overflow_at : -1});
 
   long long open = num_nodes > 0 ? 1 : 0, pairs = 0;
   int cur = 0;

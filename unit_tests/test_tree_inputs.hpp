@@ -115,7 +115,7 @@ struct DeviceInput {
 /// Host copy of everything in an Octree.
 template <class Real>
 struct HostTree {
-  int n = 0, num_nodes = 0, num_leaves = 0, num_levels = 0, leaf_size = 0;
+  int n = 0, num_nodes = 0, num_leaves = 0, num_levels = 0, leaf_size = 0, sorted_levels = 0;
   std::vector<int> level_offsets, permutation, parent, first_child, num_children, level, leaves, begin, end;
   std::vector<kfmm::MortonKey> keys;
   std::vector<Real> positions, masses, centres, radii, node_masses;
@@ -127,6 +127,7 @@ struct HostTree {
         num_leaves(t.num_leaves),
         num_levels(t.num_levels),
         leaf_size(t.leaf_size),
+        sorted_levels(t.sorted_levels),
         level_offsets(t.level_offsets) {
     auto vec = [](const auto& view) {
       auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);

@@ -32,7 +32,7 @@ int naive_common_level(std::uint64_t a, std::uint64_t b) {
 }
 
 template <class Space, class Key, class Tiles = kfmm::detail::DefaultRadixTiles<Space>>
-void check_sort(int n, int key_bits, int distinct, std::uint64_t seed) {
+void check_sort(int n, int key_bits, int distinct, std::uint64_t seed, int begin_bit = 0) {
   using M = typename Space::memory_space;
   kfmm_tree_test::Rng rng(seed);
   std::vector<Key> keys(n);
@@ -51,14 +51,16 @@ void check_sort(int n, int key_bits, int distinct, std::uint64_t seed) {
   Kokkos::deep_copy(dk, hk);
   Kokkos::deep_copy(dv, hv);
   kfmm::SortWorkspace<M, Key, int> workspace;
-  kfmm::detail::radix_sort<Tiles>(Space(), dk, dv, n, key_bits, workspace);
+  kfmm::detail::radix_sort<Tiles>(Space(), dk, dv, n, begin_bit, key_bits, workspace);
   Kokkos::deep_copy(hk, dk);
   Kokkos::deep_copy(hv, dv);
   std::vector<int> ref(n);
   std::iota(ref.begin(), ref.end(), 0);
-  std::stable_sort(ref.begin(), ref.end(), [&](int a, int b) { return keys[a] < keys[b]; });
+  // Only bits [begin_bit, key_bits) count: keys equal there keep their order.
+  std::stable_sort(ref.begin(), ref.end(),
+                   [&](int a, int b) { return (keys[a] >> begin_bit) < (keys[b] >> begin_bit); });
   for (int i = 0; i < n; ++i) {
-    INFO("n = " << n << " bits = " << key_bits << " i = " << i);
+    INFO("n = " << n << " bits = [" << begin_bit << ", " << key_bits << ") i = " << i);
     REQUIRE(hv(i) == ref[i]);
     REQUIRE(hk(i) == keys[ref[i]]);
   }
@@ -150,7 +152,46 @@ TEMPLATE_LIST_TEST_CASE("radix sort is a stable sort by key", "[tree][sort]", kf
     check_sort<Space, unsigned>(n, 32, 37, 5 + n);
     check_sort<Space, unsigned>(n, 1, 2, 6 + n);
     check_sort<Space, unsigned>(n, 0, 1, 7 + n);  // nothing to compare: the order stays
+    // A high bit range only (the octree sorts the top levels of its keys): low bits keep caller order.
+    check_sort<Space, std::uint64_t>(n, 63, n, 8 + n, 27);
+    check_sort<Space, std::uint64_t>(n, 63, n, 9 + n, 60);
+    check_sort<Space, unsigned>(n, 20, n, 10 + n, 20);  // an empty range
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("sort_by_key_bits orders by a bit range on every backend", "[tree][sort]",
+                        kfmm_test::ExecutionSpaces) {
+  // The public entry point (CUB on CUDA builds): keys with random low bits, sorted by the top 12.
+  using Space = TestType;
+  using M = typename Space::memory_space;
+  const int n = 5000;
+  kfmm_tree_test::Rng rng(77);
+  std::vector<std::uint64_t> keys(n);
+  for (auto& k : keys) k = rng.bits() & ((1ull << 63) - 1);
+  Kokkos::View<std::uint64_t*, M> dk("keys", n);
+  Kokkos::View<int*, M> dv("values", n);
+  auto hk = Kokkos::create_mirror_view(dk);
+  auto hv = Kokkos::create_mirror_view(dv);
+  for (int i = 0; i < n; ++i) {
+    hk(i) = keys[i];
+    hv(i) = i;
+  }
+  Kokkos::deep_copy(dk, hk);
+  Kokkos::deep_copy(dv, hv);
+  kfmm::SortWorkspace<M, std::uint64_t, int> workspace;
+  kfmm::sort_by_key_bits(Space(), dk, dv, n, 51, 63, workspace);
+  Kokkos::deep_copy(hk, dk);
+  Kokkos::deep_copy(hv, dv);
+  std::vector<int> ref(n);
+  std::iota(ref.begin(), ref.end(), 0);
+  std::stable_sort(ref.begin(), ref.end(), [&](int a, int b) { return (keys[a] >> 51) < (keys[b] >> 51); });
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(hv(i) == ref[i]);
+    REQUIRE(hk(i) == keys[ref[i]]);
+  }
+  REQUIRE_THROWS_AS(kfmm::sort_by_key_bits(Space(), dk, dv, n, 10, 9, workspace), kfmm::Error);
+  REQUIRE_THROWS_AS(kfmm::sort_by_key_bits(Space(), dk, dv, n, -1, 9, workspace), kfmm::Error);
+  REQUIRE_THROWS_AS(kfmm::sort_by_key_bits(Space(), dk, dv, n, 0, 65, workspace), kfmm::Error);
 }
 
 #if defined(KOKKOS_ENABLE_OPENMP)

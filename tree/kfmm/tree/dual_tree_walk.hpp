@@ -11,24 +11,27 @@
 /// node id), so that (A, B) and (B, A) split the same node and both lists come out symmetric.
 ///
 /// Rounds. Round r holds the open pairs; every pair does O(1) work in its own thread, so no thread can
-/// set the pace of a round (an earlier depth-first design let one thread open ~9e4 nodes). Per round:
-///   classify: one thread per open pair decides it (far / near / split target / split source / split
-///             both) and writes its output count, packed as (final pairs << 32) | (child pairs);
-///   scan:     exclusive_scan_in_place (core/kfmm/core/scan.hpp) turns the counts into write offsets
-///             and returns the totals (the round's one host round trip: it sizes the next queue);
-///   emit:     each pair writes its final pair (far or near) or its child pairs at its offsets.
-/// The action is stored by classify, not recomputed by emit, so the two kernels cannot disagree (a
-/// device compiler may contract the double-precision distance differently in two kernels). Rounds
-/// larger than 2^25 pairs run in slices, so the packed 32-bit child count cannot wrap.
+/// set the pace of a round (an earlier depth-first design let one thread open ~9e4 nodes). A round is
+/// one kernel (detail::WalkRound): each team takes a tile of open pairs and
+///   decides every pair (far / near / split target / split source / split both), counting its output
+///     as (final pairs << 32) | (child pairs);
+///   turns the counts into write offsets: a scan within the team, then decoupled look-back across the
+///     tiles (core/kfmm/core/tile_scan.hpp), i.e. the offsets of a global exclusive scan in queue order;
+///   writes each pair's final pair (far or near) or its child pairs at its offsets.
+/// A decision is made once and kept in registers until its pair is written. (The round used to be three
+/// kernels, classify, a device scan and emit: at 1e6 particles the scan alone cost ~0.2 ms of the
+/// ~0.8 ms of rounds on the H200.) Rounds larger than 2^25 pairs run in slices, so the packed 32-bit
+/// child count cannot wrap. A counted round's totals come back to the host; writes past a buffer's
+/// end are dropped and the round runs again once the buffer has grown (its input is unchanged).
 ///
 /// Planned rounds. A host round trip per round (~20 rounds at 1e6 particles) leaves the GPU idle
 /// between rounds. A walk with a reused workspace therefore first runs the rounds of the workspace's
 /// plan, the round sizes of its last walk plus a quarter (a time step changes them little): every
 /// kernel is launched over the planned capacity, reads the round's open count and pair base from a
-/// small device array that emit advances, and nothing returns to the host until the plan's rounds are
-/// done. Then one copy brings back the sizes and an overflow flag: if any capacity was too small the
-/// walk starts again with counted rounds (statistics.replanned); if pairs are still open, counted rounds
-/// continue from there. Either way the lists are exactly those of counted rounds.
+/// small device array that the previous round's last tile advanced, and nothing returns to the host until the
+/// plan's rounds are done. Then one copy brings back the sizes and an overflow flag: if any capacity was too
+/// small the walk starts again with counted rounds (statistics.replanned); if pairs are still open, counted
+/// rounds continue from there. Either way the lists are exactly those of counted rounds.
 ///
 /// CSR. Final pairs are written in round order with the key (near << b) | target, b = bits of the
 /// largest node id. One stable radix sort of the keys (tree/kfmm/tree/sort.hpp; CUB on CUDA) groups
@@ -36,11 +39,11 @@
 /// node finds its rows' bounds by binary search and one scan over the nodes compacts the rows of both
 /// lists.
 ///
-/// Every kernel owns its output or is a scan, and the sort is stable: the lists are identical run after
-/// run and across backends (except possibly for pairs exactly on the MAC boundary where a device
+/// Every write goes to an offset that a scan determined, and the sort is stable: the lists are identical
+/// run after run and across backends (except possibly for pairs exactly on the MAC boundary where a device
 /// compiler contracts the double-precision distance into FMAs; float trees are immune as their squared
-/// distances are exact in double). Buffers are sized from the scanned counts before anything is
-/// written: nothing is truncated, and counts beyond the int range are an error.
+/// distances are exact in double). Nothing is truncated: a round whose output did not fit runs again
+/// after its buffers grew to the scanned counts, and counts beyond the int range are an error.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -53,8 +56,9 @@
 #include <vector>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/interaction_list.hpp"
-#include "kfmm/core/scan.hpp"
+#include "kfmm/core/tile_scan.hpp"
 #include "kfmm/core/view_capacity.hpp"
 #include "kfmm/tree/octree.hpp"
 #include "kfmm/tree/sort.hpp"
@@ -122,15 +126,13 @@ template <class MemorySpace>
 struct WalkWorkspace {
   Kokkos::View<double*, MemorySpace> node_storage;  ///< per node: a detail::WalkNode<Real> record (raw)
   Kokkos::View<unsigned long long*, MemorySpace> queue[2];  ///< open pairs (t << 32 | s), by round
-  Kokkos::View<unsigned long long*, MemorySpace> counts;    ///< per open pair: packed counts, offsets
-  Kokkos::View<unsigned char*, MemorySpace> actions;        ///< per open pair: the decision
   Kokkos::View<unsigned*, MemorySpace> pair_keys;           ///< per final pair: (near << b) | target
   Kokkos::View<int*, MemorySpace> pair_sources;             ///< per final pair: source (the payload)
   Kokkos::View<int* [4], MemorySpace> bounds;               ///< per node: far [begin, end), near [begin, end)
   Kokkos::View<int*, MemorySpace> split;  ///< [0]: index of the first near pair; [1], [2]: far, near rows
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   SortWorkspace<MemorySpace, unsigned, int> sort;
-  ScanWorkspace<MemorySpace> scan;
+  TileScanWorkspace<MemorySpace> tiles;  ///< the rounds' look-back state
   /// Open pairs per classify/scan/emit slice, 1 .. 2^25 (tests set it small to exercise slicing).
   long long slice = 1LL << 25;
   /// Run planned rounds when a plan exists (the default; false: every round is counted).
@@ -200,112 +202,142 @@ struct WalkPack {
   }
 };
 
-/// Classify: the action and the packed output count of open pairs [begin, begin + m); item m writes the
-/// 0 that the in-place scan turns into the total.
-template <class MemorySpace, class Real>
-struct WalkClassify {
-  Kokkos::View<const WalkNode<Real>*, MemorySpace, Kokkos::MemoryUnmanaged> nodes;
-  Kokkos::View<const unsigned long long*, MemorySpace> queue;
-  Kokkos::View<unsigned long long*, MemorySpace> counts;
-  Kokkos::View<unsigned char*, MemorySpace> actions;
-  Kokkos::View<const long long*, MemorySpace> state;  // planned rounds: the open count is state(open_at)
-  int begin, m;
-  int open_at;  // -1: all m items are open pairs (counted rounds)
-  double theta_squared, min_separation;
-  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    const long long open = open_at < 0 ? m : state(open_at);
-    if (i == m || i >= open) {
-      counts(i) = 0;
-      return;
-    }
-    const unsigned long long pair = queue(begin + i);
-    const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
-    const WalkNode<Real>& a = nodes(t);
-    const WalkNode<Real>& b = nodes(s);
-    const WalkAction action = walk_action(a, t, b, s, theta_squared, min_separation);
-    actions(i) = action;
-    unsigned long long count = 0;
-    switch (action) {
-      case kWalkFar:
-      case kWalkNear:
-        count = 1ULL << 32;
-        break;
-      case kWalkSplitTarget:
-        count = static_cast<unsigned long long>(a.num_children);
-        break;
-      case kWalkSplitSource:
-        count = static_cast<unsigned long long>(b.num_children);
-        break;
-      case kWalkSplitBoth:
-        count = static_cast<unsigned long long>(a.num_children * a.num_children);
-        break;
-    }
-    counts(i) = count;
-  }
+/// Tile geometry of a walk round: teams of `team_size` threads, each deciding `items` consecutive open
+/// pairs (held in registers from the decision to the write). Host spaces: one thread per team over a
+/// long tile; GPUs: 256 threads x 4 pairs (the four decisions' gathers are in flight together).
+template <class ExecutionSpace>
+struct WalkTiles {
+  static constexpr bool host = is_host_execution_space<ExecutionSpace>;
+  static constexpr int items = host ? 256 : 4;
+  static constexpr int team_size = host ? 1 : 256;
 };
 
-/// Emit: every open pair of the slice writes its final pair or its child pairs at its scanned offsets.
-template <class MemorySpace, class Real>
-struct WalkEmit {
-  Kokkos::View<const WalkNode<Real>*, MemorySpace, Kokkos::MemoryUnmanaged> nodes;
-  Kokkos::View<const unsigned long long*, MemorySpace> queue;
-  Kokkos::View<const unsigned long long*, MemorySpace> offsets;
-  Kokkos::View<const unsigned char*, MemorySpace> actions;
-  Kokkos::View<unsigned long long*, MemorySpace> next;
-  Kokkos::View<unsigned*, MemorySpace> pair_keys;
-  Kokkos::View<int*, MemorySpace> pair_sources;
-  Kokkos::View<long long*, MemorySpace> state;  // planned rounds: bases in, next bases and overflow out
-  long long pair_base, next_base;
+/// One walk round (or one slice of it) in one kernel: every open pair of the team's tile is decided
+/// (far / near / split), the tile's output counts (packed (final pairs << 32) | child pairs) are scanned
+/// within the team and across tiles by decoupled look-back (core/kfmm/core/tile_scan.hpp), and every
+/// pair then writes its final pair or its child pairs at its offsets. The offsets are those of a global
+/// exclusive scan of the counts in queue order, so the lists do not depend on the schedule.
+/// Writes past a buffer's extent are dropped; the totals (written by the tile holding the last open
+/// pair) tell the host or the planned-round check that the round must run again with larger buffers.
+template <class ExecutionSpace, class Real>
+struct WalkRound {
+  using memory_space = typename ExecutionSpace::memory_space;
+  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  static constexpr int I = WalkTiles<ExecutionSpace>::items;
+
+  Kokkos::View<const WalkNode<Real>*, memory_space, Kokkos::MemoryUnmanaged> nodes;
+  Kokkos::View<const unsigned long long*, memory_space> queue;
+  Kokkos::View<unsigned long long*, memory_space> next;
+  Kokkos::View<unsigned*, memory_space> pair_keys;
+  Kokkos::View<int*, memory_space> pair_sources;
+  Kokkos::View<long long*, memory_space> state;
+  TileScan<memory_space> scan;
+  double theta_squared, min_separation;
+  long long pair_base, next_base;  // counted rounds: where the slice's final and child pairs start
   unsigned near_bit;
-  int begin, m;
-  int round;  // -1: counted round (bases from the host); else planned round `round`
-  int overflow_at;
-  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    const long long pair_cap = static_cast<long long>(pair_keys.extent(0));
-    const long long next_cap = static_cast<long long>(next.extent(0));
-    long long pairs0 = pair_base;
-    if (round >= 0) {
-      // Planned round: the bases live on the device; item 0 writes the next round's and flags a
-      // capacity the plan got wrong (the walk then re-runs counted).
-      pairs0 = state(2 * round);
-      if (i == 0) {
-        const unsigned long long total = offsets(m);
+  int begin, m;     // open pairs [begin, begin + m) of the queue (planned rounds: m is the capacity)
+  int in_at;        // planned round: pair base state(in_at), open pairs state(in_at + 1); -1: counted
+  int out_at;       // totals: state(out_at) = pair base + final pairs, state(out_at + 1) = child pairs
+  int overflow_at;  // planned round: set to 1 when a capacity was too small; -1: counted
+  int tile_items;   // team size x I
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
+    long long tile = 0;
+    if (team.team_rank() == 0) tile = scan.take_ticket();
+    team.team_broadcast(tile, 0);
+    long long open = m, pairs0 = pair_base;
+    if (in_at >= 0) {
+      pairs0 = state(in_at);
+      open = state(in_at + 1) < m ? state(in_at + 1) : m;
+    }
+    const long long first = tile * tile_items;
+    if (first >= open && tile > 0) return;  // (tile 0 writes the totals of an empty round)
+
+    // Decide this thread's pairs; keep what the write needs.
+    const long long mine = first + static_cast<long long>(team.team_rank()) * I;
+    unsigned long long count[I];
+    int target[I], source[I], child_first[I], child_count[I];
+    unsigned char action[I];
+    unsigned long long sum = 0;
+    for (int k = 0; k < I; ++k) {
+      count[k] = 0;
+      action[k] = kWalkFar;
+      target[k] = source[k] = child_first[k] = child_count[k] = 0;
+      if (mine + k < open) {
+        const unsigned long long pair = queue(begin + mine + k);
+        const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
+        const WalkNode<Real> a = nodes(t);
+        const WalkNode<Real> b = nodes(s);
+        const WalkAction act = walk_action(a, t, b, s, theta_squared, min_separation);
+        target[k] = t;
+        source[k] = s;
+        action[k] = static_cast<unsigned char>(act);
+        if (act == kWalkFar || act == kWalkNear) {
+          count[k] = 1ULL << 32;
+        } else {
+          const WalkNode<Real>& split = act == kWalkSplitSource ? b : a;
+          child_first[k] = split.first_child;
+          child_count[k] = split.num_children;
+          count[k] = static_cast<unsigned long long>(act == kWalkSplitBoth ? a.num_children * a.num_children
+                                                                           : split.num_children);
+        }
+      }
+      sum += count[k];
+    }
+
+    // Offsets: within the team, then across tiles.
+    const unsigned long long before = team.team_scan(sum);
+    unsigned long long tile_sum = before + sum;
+    team.team_broadcast(tile_sum, team.team_size() - 1);
+    unsigned long long prefix = 0;
+    if (team.team_rank() == 0) {
+      prefix = scan.exclusive_prefix(tile, tile_sum);
+      const long long last_tile = open > 0 ? (open - 1) / tile_items : 0;
+      if (tile == last_tile) {
+        const unsigned long long total = prefix + tile_sum;
         const long long finals = static_cast<long long>(total >> 32);
         const long long children = static_cast<long long>(total & 0xffffffffULL);
-        state(2 * round + 2) = pairs0 + finals;
-        state(2 * round + 3) = children;
-        if (state(2 * round + 1) > m || pairs0 + finals > pair_cap || children > next_cap)
+        state(out_at) = pairs0 + finals;
+        state(out_at + 1) = children;
+        if (overflow_at >= 0 &&
+            (state(in_at + 1) > m || pairs0 + finals > static_cast<long long>(pair_keys.extent(0)) ||
+             children > static_cast<long long>(next.extent(0))))
           state(overflow_at) = 1;
       }
-      if (i >= state(2 * round + 1)) return;
     }
-    const unsigned long long pair = queue(begin + i);
-    const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
-    const unsigned long long o = offsets(i);
-    const WalkAction action = static_cast<WalkAction>(actions(i));
-    if (action == kWalkFar || action == kWalkNear) {
-      const long long p = pairs0 + static_cast<long long>(o >> 32);
-      if (p < pair_cap) {
-        pair_keys(p) = static_cast<unsigned>(t) | (action == kWalkNear ? near_bit : 0u);
-        pair_sources(p) = s;
+    team.team_broadcast(prefix, 0);
+
+    // Write.
+    const long long pair_cap = static_cast<long long>(pair_keys.extent(0));
+    const long long next_cap = static_cast<long long>(next.extent(0));
+    unsigned long long o = prefix + before;
+    for (int k = 0; k < I; ++k) {
+      if (mine + k < open) {
+        const int t = target[k], s = source[k];
+        const WalkAction act = static_cast<WalkAction>(action[k]);
+        if (act == kWalkFar || act == kWalkNear) {
+          const long long p = pairs0 + static_cast<long long>(o >> 32);
+          if (p < pair_cap) {
+            pair_keys(p) = static_cast<unsigned>(t) | (act == kWalkNear ? near_bit : 0u);
+            pair_sources(p) = s;
+          }
+        } else {
+          const long long c = next_base + static_cast<long long>(o & 0xffffffffULL);
+          const int f = child_first[k], n = child_count[k];
+          if (act == kWalkSplitTarget) {
+            for (int j = 0; j < n; ++j)
+              if (c + j < next_cap) next(c + j) = walk_pair(f + j, s);
+          } else if (act == kWalkSplitSource) {
+            for (int j = 0; j < n; ++j)
+              if (c + j < next_cap) next(c + j) = walk_pair(t, f + j);
+          } else {  // a self pair: all pairs of the children, (child u, child v) at u n + v
+            for (int u = 0; u < n; ++u)
+              for (int v = 0; v < n; ++v)
+                if (c + u * n + v < next_cap) next(c + u * n + v) = walk_pair(f + u, f + v);
+          }
+        }
       }
-      return;
-    }
-    const long long c = next_base + static_cast<long long>(o & 0xffffffffULL);
-    if (action == kWalkSplitTarget) {
-      const WalkNode<Real>& a = nodes(t);
-      for (int j = 0; j < a.num_children; ++j)
-        if (c + j < next_cap) next(c + j) = walk_pair(a.first_child + j, s);
-    } else if (action == kWalkSplitSource) {
-      const WalkNode<Real>& b = nodes(s);
-      for (int j = 0; j < b.num_children; ++j)
-        if (c + j < next_cap) next(c + j) = walk_pair(t, b.first_child + j);
-    } else {  // a self pair: all pairs of the children, (child i, child j) at i k + j
-      const WalkNode<Real>& a = nodes(t);
-      const int k = a.num_children, f = a.first_child;
-      for (int u = 0; u < k; ++u)
-        for (int v = 0; v < k; ++v)
-          if (c + u * k + v < next_cap) next(c + u * k + v) = walk_pair(f + u, f + v);
+      o += count[k];
     }
   }
 };
@@ -431,15 +463,14 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     caps[r] = static_cast<int>(std::min<long long>(cap, INT_MAX - 1));
   }
   const int overflow_at = 2 * planned + 2;
+  const int counted_at = overflow_at + 1;  // a counted slice's totals: pair base + finals, children
+  detail::reserve_at_least(ws.state, counted_at + 2LL, "kfmm::walk::state");
   if (use_plan) {
     const int widest = *std::max_element(caps.begin(), caps.end());
-    detail::reserve_at_least(ws.counts, widest + 1LL, "kfmm::walk::counts");
-    detail::reserve_at_least(ws.actions, widest, "kfmm::walk::actions");
     for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest, "kfmm::walk::queue");
     const long long pair_cap = ws.planned_pairs + ws.planned_pairs / 4 + 1024;
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
-    detail::reserve_at_least(ws.state, overflow_at + 1LL, "kfmm::walk::state");
   }
   // The node records live in untyped storage so that one workspace serves float and double trees.
   using Node = detail::WalkNode<Real>;
@@ -457,21 +488,47 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
                                                             tree.num_children, ws.queue[0], ws.state,
                                                             use_plan ? overflow_at : -1});
 
+  // One kernel per round (or slice): decide, scan by look-back, write (detail::WalkRound).
+  using Round = detail::WalkRound<ExecutionSpace, Real>;
+  using Tiles = detail::WalkTiles<ExecutionSpace>;
+  const auto launch_round = [&](Round round, const long long items) {
+    using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+    int team = Tiles::team_size;
+    if (team > 1) team = std::min(team, Policy(space, 1, 1).team_size_max(round, Kokkos::ParallelForTag()));
+    round.tile_items = team * Tiles::items;
+    const long long tiles = std::max<long long>(1, (items + round.tile_items - 1) / round.tile_items);
+    round.scan = TileScan<memory_space>(ws.tiles, ws.tiles.prepare(tiles), tiles);
+    Kokkos::parallel_for("kfmm::walk::round", Policy(space, static_cast<int>(tiles), team), round);
+  };
+  const auto make_round = [&](int cur_queue, long long pair_base, long long next_base, int begin, int m,
+                              int in_at, int out_at, int overflow) {
+    Round round;
+    round.nodes = nodes;
+    round.queue = ws.queue[cur_queue];
+    round.next = ws.queue[1 - cur_queue];
+    round.pair_keys = ws.pair_keys;
+    round.pair_sources = ws.pair_sources;
+    round.state = ws.state;
+    round.theta_squared = theta_squared;
+    round.min_separation = options.min_separation;
+    round.pair_base = pair_base;
+    round.next_base = next_base;
+    round.near_bit = near_bit;
+    round.begin = begin;
+    round.m = m;
+    round.in_at = in_at;
+    round.out_at = out_at;
+    round.overflow_at = overflow;
+    round.tile_items = 0;
+    return round;
+  };
+
   long long open = num_nodes > 0 ? 1 : 0, pairs = 0;
   int cur = 0;
   std::vector<long long> sizes;  // open pairs per round: the next walk's plan
   if (use_plan) {
     for (int r = 0; r < planned; ++r) {
-      const int m = caps[r];
-      Kokkos::parallel_for(
-          "kfmm::walk::classify", Range(space, 0, m + 1),
-          detail::WalkClassify<memory_space, Real>{nodes, ws.queue[cur], ws.counts, ws.actions, ws.state, 0,
-                                                   m, 2 * r + 1, theta_squared, options.min_separation});
-      exclusive_scan_in_place_on_device(space, ws.counts, m, ws.scan);
-      Kokkos::parallel_for("kfmm::walk::emit", Range(space, 0, m),
-                           detail::WalkEmit<memory_space, Real>{
-                               nodes, ws.queue[cur], ws.counts, ws.actions, ws.queue[1 - cur], ws.pair_keys,
-                               ws.pair_sources, ws.state, 0, 0, near_bit, 0, m, r, overflow_at});
+      launch_round(make_round(cur, 0, 0, 0, caps[r], 2 * r, 2 * r + 2, overflow_at), caps[r]);
       cur = 1 - cur;
     }
     // The one host round trip of the planned rounds: their sizes, the pairs, the overflow flag.
@@ -491,32 +548,30 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     }
   }
 
-  // Counted rounds: classify, scan (its total is the round's host round trip), emit, until no pair is
-  // open; buffers grow to the counts before anything is written.
+  // Counted rounds: each slice's totals come back to the host (the round's round trip); when a buffer
+  // was too small the slice runs again after the buffer grew (its input queue is unchanged).
   while (open > 0) {
     sizes.push_back(open);
     long long next = 0;
     for (long long begin = 0; begin < open; begin += ws.slice) {
       const int m = static_cast<int>(std::min(ws.slice, open - begin));
-      detail::reserve_at_least(ws.counts, m + 1LL, "kfmm::walk::counts");
-      detail::reserve_at_least(ws.actions, m, "kfmm::walk::actions");
-      Kokkos::parallel_for("kfmm::walk::classify", Range(space, 0, m + 1),
-                           detail::WalkClassify<memory_space, Real>{
-                               nodes, ws.queue[cur], ws.counts, ws.actions, ws.state, static_cast<int>(begin),
-                               m, -1, theta_squared, options.min_separation});
-      const unsigned long long total = exclusive_scan_in_place(space, ws.counts, m, ws.scan);
-      const long long finals = static_cast<long long>(total >> 32);
-      const long long children = static_cast<long long>(total & 0xffffffffULL);
-      detail::grow_to(ws.pair_keys, pairs + finals, pairs);
-      detail::grow_to(ws.pair_sources, pairs + finals, pairs);
-      detail::grow_to(ws.queue[1 - cur], next + children, next);
-      Kokkos::parallel_for(
-          "kfmm::walk::emit", Range(space, 0, m),
-          detail::WalkEmit<memory_space, Real>{nodes, ws.queue[cur], ws.counts, ws.actions, ws.queue[1 - cur],
-                                               ws.pair_keys, ws.pair_sources, ws.state, pairs, next, near_bit,
-                                               static_cast<int>(begin), m, -1, -1});
-      pairs += finals;
-      next += children;
+      detail::grow_to(ws.queue[1 - cur], next + 4LL * m, next);  // (a guess; grown below if short)
+      for (;;) {
+        launch_round(make_round(cur, pairs, next, static_cast<int>(begin), m, -1, counted_at, -1), m);
+        long long totals[2];
+        Kokkos::deep_copy(Kokkos::View<long long*, Kokkos::HostSpace>(totals, 2),
+                          Kokkos::subview(ws.state, Kokkos::make_pair(counted_at, counted_at + 2)));
+        const long long finals = totals[0] - pairs, children = totals[1];
+        const bool fits = pairs + finals <= static_cast<long long>(ws.pair_keys.extent(0)) &&
+                          next + children <= static_cast<long long>(ws.queue[1 - cur].extent(0));
+        detail::grow_to(ws.pair_keys, pairs + finals, pairs);
+        detail::grow_to(ws.pair_sources, pairs + finals, pairs);
+        detail::grow_to(ws.queue[1 - cur], next + children, next);
+        if (!fits) continue;
+        pairs += finals;
+        next += children;
+        break;
+      }
     }
     open = next;
     cur = 1 - cur;

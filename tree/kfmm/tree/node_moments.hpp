@@ -164,7 +164,12 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
           double w[4] = {0, 0, 0, 0}, m = 0;
           double box[6] = {s.boxes(first, 0), s.boxes(first, 1), s.boxes(first, 2),
                            s.boxes(first, 3), s.boxes(first, 4), s.boxes(first, 5)};
-          for (int c = first; c < first + count; ++c) {
+          // Children loops run a fixed 8 trips (a node has at most 8 contiguous children), so that a GPU
+          // compiler unrolls them and has every child's loads in flight at once: a loop to `count` waited
+          // one memory latency per child, ~12 us per level on the H200 whatever the level's size.
+          for (int j = 0; j < 8; ++j) {
+            if (j >= count) continue;
+            const int c = first + j;
             for (int q = 0; q < 4; ++q) w[q] += s.weights(c, q);
             m += s.mass(c);
             for (int a = 0; a < 3; ++a) {
@@ -179,7 +184,9 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
           detail::finish_centre<Real>(node, s, origin, centres, ctr);
           // Bound 1: the children's spheres.
           double r_children = 0;
-          for (int c = first; c < first + count; ++c) {
+          for (int j = 0; j < 8; ++j) {
+            if (j >= count) continue;
+            const int c = first + j;
             const double dx = static_cast<double>(centres(c, 0)) - ctr[0];
             const double dy = static_cast<double>(centres(c, 1)) - ctr[1];
             const double dz = static_cast<double>(centres(c, 2)) - ctr[2];

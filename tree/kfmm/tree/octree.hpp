@@ -2,10 +2,17 @@
 /// The adaptive octree, built on the execution space from the caller's positions and masses.
 ///
 /// Construction (no host loop over particles or nodes; about 20 + levels kernels and two host round
-/// trips: the box, unless the caller passes it, and the level sizes with the node count):
+/// trips: the box, unless the caller passes it, and the level sizes with the node count; a tree
+/// deeper than the first sort resolves repeats the sort and the topology, with one more round trip):
 /// 1. bounding box and non-finite check (one reduction, the first round trip), 63-bit Morton keys
 ///    relative to the box;
-/// 2. keys sorted with the permutation (sort.hpp, the sort seam), positions and masses gathered;
+/// 2. keys sorted with the permutation (sort.hpp, the sort seam) by their top 3 D bits only, i.e. by
+///    their cells at level D = default_sort_levels(N, leaf_size), ties in caller order. The topology
+///    below reads only cells at levels <= D from such an order as long as no node lies deeper than D
+///    (every level-D cell then holds at most leaf_size particles, so no window of leaf_size + 1 keys
+///    shares one): when step 3 finds a node deeper than D, the keys are sorted again by all their bits
+///    and step 3 repeats. The order is thus a function of the input alone (a workspace only remembers
+///    which sort to try first). Positions and masses are gathered in the final order;
 /// 3. topology from the sorted keys alone. A node is a Morton cell (level l = the top 3 l key bits)
 ///    whose parent cell holds more than leaf_size particles; a node is a leaf when it holds at most
 ///    leaf_size particles or is at the key resolution (level 21: coincident particles, kept together
@@ -58,9 +65,12 @@ struct Octree {
   int num_leaves = 0;
   int num_levels = 0;  ///< levels 0 .. num_levels-1 hold nodes (at most 22)
   int leaf_size = 0;   ///< the leaf capacity the tree was built with
+  /// The particles are in the order of their cells at this level (Morton order of the level's cells),
+  /// in caller order within a cell: 21 (the key resolution) or a level at least as deep as every node.
+  int sorted_levels = 0;
 
   Kokkos::View<int*, memory_space> permutation;     ///< sorted slot s -> caller's particle index
-  Kokkos::View<MortonKey*, memory_space> keys;      ///< Morton keys in sorted order
+  Kokkos::View<MortonKey*, memory_space> keys;      ///< Morton keys in sorted order (see sorted_levels)
   Kokkos::View<Real* [3], memory_space> positions;  ///< positions in sorted (Morton) order
   Kokkos::View<Real*, memory_space> masses;         ///< particle masses in sorted order
   RangeView<memory_space> ranges;                   ///< per node [first, last) in sorted order
@@ -250,7 +260,20 @@ struct OctreeWorkspace {
   /// Sorted positions per topology tile (one thread each); 0 picks 4096 on host spaces, 64 on GPUs.
   /// The tree does not depend on it (tests vary it).
   int topology_tile = 0;
+  /// The last build's tree was deeper than its default sort levels: the next build sorts all key
+  /// bits at once instead of trying the partial sort first (the tree does not depend on it).
+  bool last_tree_deeper = false;
 };
+
+/// The key levels a build sorts by first: the depth of a uniform tree of n particles in leaves of
+/// leaf_size, ceil(log8(n / leaf_size)), plus 8 levels of clustering, at most 21 (Plummer spheres of
+/// 1e4 .. 1e7 particles need 1 .. 7 of those 8). Sorting 39 instead of 63 key bits saves 3 of the 8
+/// passes of an 8-bit radix sort.
+inline int default_sort_levels(int n, int leaf_size) {
+  int uniform = 0;
+  for (long long cells = 1; cells * leaf_size < n; cells *= 8) ++uniform;
+  return uniform + 8 < morton_levels ? uniform + 8 : morton_levels;
+}
 
 namespace detail {
 
@@ -298,6 +321,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   tree.num_particles = n;
   tree.leaf_size = leaf_size;
   tree.num_nodes = tree.num_leaves = tree.num_levels = 0;
+  tree.sorted_levels = morton_levels;  // (N = 0 or 1: trivially in order)
   tree.level_offsets.assign(1, 0);
 
   using Topology = detail::TopologyTiles<memory_space>;
@@ -322,19 +346,133 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   detail::resize_exact(tree.positions, n, "kfmm::octree::positions");
   detail::resize_exact(tree.masses, n, "kfmm::octree::masses");
   if (n > 0) {
+    // 2. Sort by the cells of `sort_levels` levels (see the file comment); 3. topology. A tree deeper
+    // than the sorted levels sorts again by all key bits; a full sort whose tree turns out shallow
+    // enough starts again from the keys, so that the order never depends on the workspace's history.
+    const int guess_levels = default_sort_levels(n, leaf_size);
+    bool partial = guess_levels < morton_levels && !workspace.last_tree_deeper;
+    bool fresh_keys = true;
     const auto keys = tree.keys;
     const auto perm = tree.permutation;
-    const MortonFrame f = tree.frame;
-    Kokkos::parallel_for(
-        "kfmm::octree::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int i) {
-          keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)), f.lo[0], f.scale),
-                                  morton_cell(static_cast<double>(positions(i, 1)), f.lo[1], f.scale),
-                                  morton_cell(static_cast<double>(positions(i, 2)), f.lo[2], f.scale));
-          perm(i) = i;
-        });
-
-    // 2. Sort, gather.
-    sort_by_key(space, tree.keys, tree.permutation, n, morton_bits, workspace.sort);
+    for (;;) {
+      if (fresh_keys) {
+        const MortonFrame f = tree.frame;
+        Kokkos::parallel_for(
+            "kfmm::octree::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+            KOKKOS_LAMBDA(const int i) {
+              keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)), f.lo[0], f.scale),
+                                      morton_cell(static_cast<double>(positions(i, 1)), f.lo[1], f.scale),
+                                      morton_cell(static_cast<double>(positions(i, 2)), f.lo[2], f.scale));
+              perm(i) = i;
+            });
+      }
+      const int sort_levels = partial ? guess_levels : morton_levels;
+      sort_by_key_bits(space, tree.keys, tree.permutation, n, morton_bits - 3 * sort_levels, morton_bits,
+                       workspace.sort);
+      tree.sorted_levels = sort_levels;
+      // 3. Topology. Window maxima of the common level of keys (j, j + leaf_size), blocks of w.
+      detail::reserve_at_least(workspace.dl, n + 1, "kfmm::octree::dl");
+      detail::reserve_at_least(workspace.prefix, n, "kfmm::octree::prefix_max");
+      detail::reserve_at_least(workspace.suffix, n, "kfmm::octree::suffix_max");
+      const auto dl = workspace.dl;
+      const auto pre = workspace.prefix;
+      const auto suf = workspace.suffix;
+      const int ls = leaf_size;
+      const long long w = static_cast<long long>(leaf_size) + 1;
+      const int windows = n > leaf_size ? n - leaf_size : 0;  // window j covers [j, j + leaf_size]
+      const int blocks = static_cast<int>((n + w - 1) / w);
+      // g(j) = common level of keys j and j + leaf_size (-1 past the last window), coalesced...
+      Kokkos::parallel_for(
+          "kfmm::octree::window_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+          KOKKOS_LAMBDA(const int j) {
+            suf(j) = static_cast<signed char>(j < windows ? morton_common_level(keys(j), keys(j + ls)) : -1);
+          });
+      // ... then prefix and suffix maxima within blocks of w (one thread reads w contiguous bytes).
+      Kokkos::parallel_for(
+          "kfmm::octree::window_blocks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
+          KOKKOS_LAMBDA(const int b) {
+            const int begin = static_cast<int>(b * w);
+            const int end = static_cast<int>(begin + w < n ? begin + w : n);
+            int run = -1;
+            for (int j = begin; j < end; ++j) {
+              run = suf(j) > run ? suf(j) : run;
+              pre(j) = static_cast<signed char>(run);
+            }
+            run = -1;
+            for (int j = end - 1; j >= begin; --j) {
+              run = suf(j) > run ? suf(j) : run;
+              suf(j) = static_cast<signed char>(run);
+            }
+          });
+      Kokkos::parallel_for(
+          "kfmm::octree::start_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
+          KOKKOS_LAMBDA(const int i) {
+            if (i == n) {
+              dl(i) = 0;
+              return;
+            }
+            int L = 0;
+            if (windows > 0) {
+              const int lo = i - ls;
+              int G = pre(i);
+              if (lo > 0) G = suf(lo) > G ? suf(lo) : G;
+              L = G + 1 < morton_levels ? G + 1 : morton_levels;
+            }
+            const int d = i == 0 ? 0 : morton_common_level(keys(i - 1), keys(i)) + 1;
+            dl(i) = d | (L << 8);
+          });
+      // Nodes per (level, tile), scanned into first ids; the level offsets are the host round trip.
+      topology.n = n;
+      topology.tile = workspace.topology_tile > 0
+                          ? workspace.topology_tile
+                          : (detail::is_host_execution_space<ExecutionSpace> ? 4096 : 64);
+      topology.tiles = (n + 1 + topology.tile - 1) / topology.tile;
+      detail::reserve_at_least(workspace.counts,
+                               static_cast<size_t>(detail::topology_slots) * topology.tiles + 1,
+                               "kfmm::octree::topology_counts");
+      detail::reserve_at_least(workspace.level_first, detail::topology_slots + 1,
+                               "kfmm::octree::level_first");
+      topology.dl = workspace.dl;
+      topology.counts = workspace.counts;
+      Kokkos::parallel_for(
+          "kfmm::octree::topology_counts",
+          Kokkos::RangePolicy<ExecutionSpace, typename Topology::CountTag>(space, 0, topology.tiles),
+          topology);
+      exclusive_scan_in_place_on_device(space, workspace.counts, detail::topology_slots * topology.tiles,
+                                        workspace.scan);
+      // (row l's first entry at l * tiles; the total at topology_slots * tiles, i.e. "row" topology_slots)
+      Kokkos::parallel_for("kfmm::octree::level_offsets",
+                           Kokkos::RangePolicy<ExecutionSpace>(space, 0, detail::topology_slots + 1),
+                           detail::TopologyLevelOffsets<memory_space>{workspace.counts, workspace.level_first,
+                                                                      topology.tiles});
+      const int leaf_row = detail::topology_slots - 1;
+      std::vector<unsigned long long> firsts(detail::topology_slots + 1);  // the build's one copy to the host
+      Kokkos::deep_copy(
+          Kokkos::View<unsigned long long*, Kokkos::HostSpace>(firsts.data(), firsts.size()),
+          Kokkos::subview(workspace.level_first, Kokkos::make_pair(0, detail::topology_slots + 1)));
+      const unsigned long long total = firsts[detail::topology_slots];
+      require(total <= static_cast<unsigned long long>(INT_MAX), "build_octree: ", total,
+              " nodes and leaves exceed the int index range");
+      const std::vector<int> first(firsts.begin(), firsts.end() - 1);
+      int levels = 0;
+      for (int l = 0; l < leaf_row; ++l)
+        if (first[l + 1] > first[l]) levels = l + 1;  // (first[leaf_row] = the number of nodes)
+      tree.num_levels = levels;
+      tree.level_offsets.assign(first.begin(), first.begin() + levels + 1);
+      tree.num_nodes = first[leaf_row];
+      tree.num_leaves = static_cast<int>(total) - first[leaf_row];
+      const bool deeper = levels - 1 > guess_levels;
+      workspace.last_tree_deeper = deeper;
+      if (partial && deeper) {
+        partial = false;  // the cells at guess_levels do not resolve the tree: sort the rest of the bits
+        fresh_keys = false;
+      } else if (!partial && !deeper && guess_levels < morton_levels) {
+        partial = true;  // the history guessed wrong: the canonical order is the partial one
+        fresh_keys = true;
+      } else {
+        break;
+      }
+    }
     const auto pos = tree.positions;
     const auto mas = tree.masses;
     Kokkos::parallel_for(
@@ -345,96 +483,6 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
           pos(s, 2) = positions(i, 2);
           mas(s) = masses(i);
         });
-
-    // 3. Topology. Window maxima of the common level of keys (j, j + leaf_size), blocks of w.
-    detail::reserve_at_least(workspace.dl, n + 1, "kfmm::octree::dl");
-    detail::reserve_at_least(workspace.prefix, n, "kfmm::octree::prefix_max");
-    detail::reserve_at_least(workspace.suffix, n, "kfmm::octree::suffix_max");
-    const auto dl = workspace.dl;
-    const auto pre = workspace.prefix;
-    const auto suf = workspace.suffix;
-    const int ls = leaf_size;
-    const long long w = static_cast<long long>(leaf_size) + 1;
-    const int windows = n > leaf_size ? n - leaf_size : 0;  // window j covers [j, j + leaf_size]
-    const int blocks = static_cast<int>((n + w - 1) / w);
-    // g(j) = common level of keys j and j + leaf_size (-1 past the last window), coalesced...
-    Kokkos::parallel_for(
-        "kfmm::octree::window_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-        KOKKOS_LAMBDA(const int j) {
-          suf(j) = static_cast<signed char>(j < windows ? morton_common_level(keys(j), keys(j + ls)) : -1);
-        });
-    // ... then prefix and suffix maxima within blocks of w (one thread reads w contiguous bytes).
-    Kokkos::parallel_for(
-        "kfmm::octree::window_blocks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
-        KOKKOS_LAMBDA(const int b) {
-          const int begin = static_cast<int>(b * w);
-          const int end = static_cast<int>(begin + w < n ? begin + w : n);
-          int run = -1;
-          for (int j = begin; j < end; ++j) {
-            run = suf(j) > run ? suf(j) : run;
-            pre(j) = static_cast<signed char>(run);
-          }
-          run = -1;
-          for (int j = end - 1; j >= begin; --j) {
-            run = suf(j) > run ? suf(j) : run;
-            suf(j) = static_cast<signed char>(run);
-          }
-        });
-    Kokkos::parallel_for(
-        "kfmm::octree::start_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
-        KOKKOS_LAMBDA(const int i) {
-          if (i == n) {
-            dl(i) = 0;
-            return;
-          }
-          int L = 0;
-          if (windows > 0) {
-            const int lo = i - ls;
-            int G = pre(i);
-            if (lo > 0) G = suf(lo) > G ? suf(lo) : G;
-            L = G + 1 < morton_levels ? G + 1 : morton_levels;
-          }
-          const int d = i == 0 ? 0 : morton_common_level(keys(i - 1), keys(i)) + 1;
-          dl(i) = d | (L << 8);
-        });
-    // Nodes per (level, tile), scanned into first ids; the level offsets are the host round trip.
-    topology.n = n;
-    topology.tile = workspace.topology_tile > 0
-                        ? workspace.topology_tile
-                        : (detail::is_host_execution_space<ExecutionSpace> ? 4096 : 64);
-    topology.tiles = (n + 1 + topology.tile - 1) / topology.tile;
-    detail::reserve_at_least(workspace.counts,
-                             static_cast<size_t>(detail::topology_slots) * topology.tiles + 1,
-                             "kfmm::octree::topology_counts");
-    detail::reserve_at_least(workspace.level_first, detail::topology_slots + 1, "kfmm::octree::level_first");
-    topology.dl = workspace.dl;
-    topology.counts = workspace.counts;
-    Kokkos::parallel_for(
-        "kfmm::octree::topology_counts",
-        Kokkos::RangePolicy<ExecutionSpace, typename Topology::CountTag>(space, 0, topology.tiles), topology);
-    exclusive_scan_in_place_on_device(space, workspace.counts, detail::topology_slots * topology.tiles,
-                                      workspace.scan);
-    // (row l's first entry at l * tiles; the total at topology_slots * tiles, i.e. "row" topology_slots)
-    Kokkos::parallel_for(
-        "kfmm::octree::level_offsets",
-        Kokkos::RangePolicy<ExecutionSpace>(space, 0, detail::topology_slots + 1),
-        detail::TopologyLevelOffsets<memory_space>{workspace.counts, workspace.level_first, topology.tiles});
-    const int leaf_row = detail::topology_slots - 1;
-    std::vector<unsigned long long> firsts(detail::topology_slots + 1);  // the build's one copy to the host
-    Kokkos::deep_copy(
-        Kokkos::View<unsigned long long*, Kokkos::HostSpace>(firsts.data(), firsts.size()),
-        Kokkos::subview(workspace.level_first, Kokkos::make_pair(0, detail::topology_slots + 1)));
-    const unsigned long long total = firsts[detail::topology_slots];
-    require(total <= static_cast<unsigned long long>(INT_MAX), "build_octree: ", total,
-            " nodes and leaves exceed the int index range");
-    const std::vector<int> first(firsts.begin(), firsts.end() - 1);
-    int levels = 0;
-    for (int l = 0; l < leaf_row; ++l)
-      if (first[l + 1] > first[l]) levels = l + 1;  // (first[leaf_row] = the number of nodes)
-    tree.num_levels = levels;
-    tree.level_offsets.assign(first.begin(), first.begin() + levels + 1);
-    tree.num_nodes = first[leaf_row];
-    tree.num_leaves = static_cast<int>(total) - first[leaf_row];
   }
   const int m = tree.num_nodes;
   detail::resize_exact(tree.ranges, m, "kfmm::octree::ranges");

@@ -205,17 +205,26 @@ void radix_pass(const ExecutionSpace& space, const KeyIn& keys_in, const ValueIn
   pass.run(space);
 }
 
-/// The radix sort with an explicit tile geometry (tests use it to run device-like teams on the host).
-template <class Tiles, class ExecutionSpace, class Key, class Value, class... KeyProps, class... ValueProps>
-void radix_sort(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
-                const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
-                SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
+/// Checks the arguments of every sort entry point (the message names the call's bit range).
+template <class Key, class KeysView, class ValuesView>
+void check_sort_arguments(const KeysView& keys, const ValuesView& values, int n, int begin_bit, int end_bit) {
   static_assert(std::is_unsigned<Key>::value, "sort_by_key: keys must be an unsigned integer type");
   require(n >= 0 && n <= static_cast<int>(keys.extent(0)) && n <= static_cast<int>(values.extent(0)),
           "sort_by_key: n = ", n, " exceeds the keys (", keys.extent(0), ") or values (", values.extent(0),
           ")");
-  require(key_bits >= 0 && key_bits <= static_cast<int>(8 * sizeof(Key)),
-          "sort_by_key: key_bits = ", key_bits, " is out of range for a ", 8 * sizeof(Key), "-bit key");
+  require(begin_bit >= 0 && begin_bit <= end_bit && end_bit <= static_cast<int>(8 * sizeof(Key)),
+          "sort_by_key: key bits [", begin_bit, ", ", end_bit, ") are out of range for a ", 8 * sizeof(Key),
+          "-bit key");
+}
+
+/// The radix sort with an explicit tile geometry (tests use it to run device-like teams on the host),
+/// comparing key bits [begin_bit, end_bit).
+template <class Tiles, class ExecutionSpace, class Key, class Value, class... KeyProps, class... ValueProps>
+void radix_sort(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
+                const Kokkos::View<Value*, ValueProps...>& values, int n, int begin_bit, int end_bit,
+                SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
+  check_sort_arguments<Key>(keys, values, n, begin_bit, end_bit);
+  const int key_bits = end_bit - begin_bit;
   if (n <= 1 || key_bits == 0) return;
   const int passes = (key_bits + 7) / 8;
   const int tiles = (n + Tiles::tile - 1) / Tiles::tile;
@@ -225,9 +234,9 @@ void radix_sort(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps..
   auto k_tmp = Kokkos::subview(workspace.keys, Kokkos::make_pair(0, n));
   auto v_tmp = Kokkos::subview(workspace.values, Kokkos::make_pair(0, n));
   // Spread the bits evenly over the passes: smaller digits mean smaller count matrices.
-  int shift = 0;
+  int shift = begin_bit;
   for (int p = 0; p < passes; ++p) {
-    const int bits = (key_bits - shift + (passes - p) - 1) / (passes - p);
+    const int bits = (end_bit - shift + (passes - p) - 1) / (passes - p);
     if (p % 2 == 0) {
       radix_pass<ExecutionSpace, Tiles>(space, k_main, v_main, k_tmp, v_tmp, workspace.counts, n, shift,
                                         bits);
@@ -247,18 +256,18 @@ void radix_sort(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps..
 /// The CUB path: ping-pongs between the caller's arrays and the workspace, copies back if needed.
 template <class Key, class Value, class... KeyProps, class... ValueProps>
 void cub_sort(const Kokkos::Cuda& space, const Kokkos::View<Key*, KeyProps...>& keys,
-              const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
+              const Kokkos::View<Value*, ValueProps...>& values, int n, int begin_bit, int end_bit,
               SortWorkspace<typename Kokkos::Cuda::memory_space, Key, Value>& workspace) {
   workspace.reserve(n, 0);
   cub::DoubleBuffer<Key> k(keys.data(), workspace.keys.data());
   cub::DoubleBuffer<Value> v(values.data(), workspace.values.data());
   size_t temp_bytes = 0;
   cudaError_t status =
-      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k, v, n, 0, key_bits, space.cuda_stream());
+      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k, v, n, begin_bit, end_bit, space.cuda_stream());
   require(status == cudaSuccess,
           "sort_by_key: cub temporary-size query failed: ", cudaGetErrorString(status));
   detail::reserve_at_least(workspace.bytes, static_cast<long long>(temp_bytes), "kfmm::sort::bytes");
-  status = cub::DeviceRadixSort::SortPairs(workspace.bytes.data(), temp_bytes, k, v, n, 0, key_bits,
+  status = cub::DeviceRadixSort::SortPairs(workspace.bytes.data(), temp_bytes, k, v, n, begin_bit, end_bit,
                                            space.cuda_stream());
   require(status == cudaSuccess, "sort_by_key: cub radix sort failed: ", cudaGetErrorString(status));
   if (k.Current() != keys.data()) {
@@ -274,6 +283,25 @@ void cub_sort(const Kokkos::Cuda& space, const Kokkos::View<Key*, KeyProps...>& 
 
 }  // namespace detail
 
+/// Sorts keys(0 .. n-1) stably by their bits [begin_bit, end_bit) and applies the same permutation to
+/// values(0 .. n-1); bits outside the range do not take part (keys equal in the range keep their
+/// order). 0 <= begin_bit <= end_bit <= the key width. Runs on `space`; temporaries come from
+/// `workspace` (grown as needed).
+template <class ExecutionSpace, class Key, class Value, class... KeyProps, class... ValueProps>
+void sort_by_key_bits(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
+                      const Kokkos::View<Value*, ValueProps...>& values, int n, int begin_bit, int end_bit,
+                      SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
+#if defined(KFMM_TREE_HAVE_CUB_SORT)
+  if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
+    detail::check_sort_arguments<Key>(keys, values, n, begin_bit, end_bit);
+    if (n > 1 && end_bit > begin_bit) detail::cub_sort(space, keys, values, n, begin_bit, end_bit, workspace);
+    return;
+  }
+#endif
+  detail::radix_sort<detail::DefaultRadixTiles<ExecutionSpace>>(space, keys, values, n, begin_bit, end_bit,
+                                                                workspace);
+}
+
 /// Sorts keys(0 .. n-1) ascending, stably, and applies the same permutation to values(0 .. n-1).
 /// Only the low `key_bits` bits are compared: every key must be below 2^key_bits (0 <= key_bits <= 64).
 /// Runs on `space`; temporaries come from `workspace` (grown as needed).
@@ -281,18 +309,7 @@ template <class ExecutionSpace, class Key, class Value, class... KeyProps, class
 void sort_by_key(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps...>& keys,
                  const Kokkos::View<Value*, ValueProps...>& values, int n, int key_bits,
                  SortWorkspace<typename ExecutionSpace::memory_space, Key, Value>& workspace) {
-#if defined(KFMM_TREE_HAVE_CUB_SORT)
-  if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
-    require(n >= 0 && n <= static_cast<int>(keys.extent(0)) && n <= static_cast<int>(values.extent(0)),
-            "sort_by_key: n = ", n, " exceeds the keys (", keys.extent(0), ") or values (", values.extent(0),
-            ")");
-    require(key_bits >= 0 && key_bits <= static_cast<int>(8 * sizeof(Key)),
-            "sort_by_key: key_bits = ", key_bits, " is out of range for a ", 8 * sizeof(Key), "-bit key");
-    if (n > 1 && key_bits > 0) detail::cub_sort(space, keys, values, n, key_bits, workspace);
-    return;
-  }
-#endif
-  detail::radix_sort<detail::DefaultRadixTiles<ExecutionSpace>>(space, keys, values, n, key_bits, workspace);
+  sort_by_key_bits(space, keys, values, n, 0, key_bits, workspace);
 }
 
 /// sort_by_key with temporaries allocated for this call.

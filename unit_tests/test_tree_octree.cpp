@@ -228,6 +228,21 @@ TEMPLATE_LIST_TEST_CASE("octree cells leaves and moments match host references",
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("octree leaf rule holds for leaves longer than one window run", "[tree][octree]",
+                        kfmm_test::ExecutionSpaces) {
+  // Leaf sizes around and beyond the 1024-window runs of window_levels.hpp (several runs per window).
+  using Space = TestType;
+  for (const char* name : {"plummer", "coincident"}) {
+    const auto in = kfmm_tree_test::make_input(name, 12000, 21);
+    kfmm_tree_test::DeviceInput<Space, double> d(in);
+    for (int leaf_size : {1022, 1023, 1024, 2500, 11999, 12000}) {
+      INFO(name << " leaf_size " << leaf_size);
+      const HostTree<double> t(kfmm::build_octree(Space(), d.positions, d.masses, leaf_size));
+      check_structure(in, t);
+    }
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("octree keeps coincident particles in one leaf beyond leaf_size", "[tree][octree]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;

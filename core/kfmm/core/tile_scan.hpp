@@ -28,7 +28,7 @@ namespace kfmm {
 /// Reusable state of TileScan: per tile a flag, an aggregate and an inclusive prefix, and the ticket.
 template <class MemorySpace>
 struct TileScanWorkspace {
-  Kokkos::View<unsigned long long*, MemorySpace> flags;      ///< epoch << 2 | status (1 aggregate, 2 inclusive)
+  Kokkos::View<unsigned long long*, MemorySpace> flags;  ///< epoch << 2 | status (1 aggregate, 2 inclusive)
   Kokkos::View<unsigned long long*, MemorySpace> aggregate;  ///< sum of the tile's counts
   Kokkos::View<unsigned long long*, MemorySpace> inclusive;  ///< sum of the counts of tiles 0 .. tile
   Kokkos::View<unsigned long long*, MemorySpace> ticket;     ///< next tile index to hand out (reset to 0)
@@ -46,7 +46,8 @@ struct TileScanWorkspace {
       inclusive = Kokkos::View<unsigned long long*, MemorySpace>(
           Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::tile_scan::inclusive")), cap);
     }
-    if (ticket.extent(0) == 0) ticket = Kokkos::View<unsigned long long*, MemorySpace>("kfmm::tile_scan::ticket", 1);
+    if (ticket.extent(0) == 0)
+      ticket = Kokkos::View<unsigned long long*, MemorySpace>("kfmm::tile_scan::ticket", 1);
     return ++epoch;
   }
 };

@@ -21,7 +21,7 @@
 ///             every level >= d(i);
 ///      L(i) = level of the leaf that holds i = 1 + the deepest level whose cell around i holds more
 ///             than leaf_size particles, found as the sliding maximum over the windows of leaf_size + 1
-///             consecutive keys that contain i of their common level (van Herk / Gil-Werman blocks);
+///             consecutive keys that contain i of their common level (window_levels.hpp);
 ///    then (l, i) starts a node exactly when d(i) <= l <= L(i). Nodes are numbered level by level in
 ///    Morton order (BFS ids, root 0): one kernel counts the node starts per (level, tile of positions),
 ///    one exclusive scan of that level-major matrix (scan.hpp) gives every tile its first id per level
@@ -48,6 +48,7 @@
 #include "kfmm/tree/morton.hpp"
 #include "kfmm/tree/node_moments.hpp"
 #include "kfmm/tree/sort.hpp"
+#include "kfmm/tree/window_levels.hpp"
 
 namespace kfmm {
 
@@ -251,7 +252,7 @@ void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& t
 template <class MemorySpace>
 struct OctreeWorkspace {
   Kokkos::View<int*, MemorySpace> dl;                          ///< per sorted position: start and leaf level
-  Kokkos::View<signed char*, MemorySpace> prefix, suffix;      ///< window maxima within blocks
+  Kokkos::View<signed char*, MemorySpace> runs;                ///< window maxima over runs of windows
   SortWorkspace<MemorySpace, MortonKey, int> sort;             ///< the key sort's temporaries
   Kokkos::View<unsigned long long*, MemorySpace> counts;       ///< topology count matrix (levels x tiles)
   Kokkos::View<unsigned long long*, MemorySpace> level_first;  ///< first id of each level, leaves; total
@@ -370,57 +371,9 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       sort_by_key_bits(space, tree.keys, tree.permutation, n, morton_bits - 3 * sort_levels, morton_bits,
                        workspace.sort);
       tree.sorted_levels = sort_levels;
-      // 3. Topology. Window maxima of the common level of keys (j, j + leaf_size), blocks of w.
+      // 3. Topology: start and leaf levels per position (window_levels.hpp), then the nodes.
       detail::reserve_at_least(workspace.dl, n + 1, "kfmm::octree::dl");
-      detail::reserve_at_least(workspace.prefix, n, "kfmm::octree::prefix_max");
-      detail::reserve_at_least(workspace.suffix, n, "kfmm::octree::suffix_max");
-      const auto dl = workspace.dl;
-      const auto pre = workspace.prefix;
-      const auto suf = workspace.suffix;
-      const int ls = leaf_size;
-      const long long w = static_cast<long long>(leaf_size) + 1;
-      const int windows = n > leaf_size ? n - leaf_size : 0;  // window j covers [j, j + leaf_size]
-      const int blocks = static_cast<int>((n + w - 1) / w);
-      // g(j) = common level of keys j and j + leaf_size (-1 past the last window), coalesced...
-      Kokkos::parallel_for(
-          "kfmm::octree::window_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-          KOKKOS_LAMBDA(const int j) {
-            suf(j) = static_cast<signed char>(j < windows ? morton_common_level(keys(j), keys(j + ls)) : -1);
-          });
-      // ... then prefix and suffix maxima within blocks of w (one thread reads w contiguous bytes).
-      Kokkos::parallel_for(
-          "kfmm::octree::window_blocks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
-          KOKKOS_LAMBDA(const int b) {
-            const int begin = static_cast<int>(b * w);
-            const int end = static_cast<int>(begin + w < n ? begin + w : n);
-            int run = -1;
-            for (int j = begin; j < end; ++j) {
-              run = suf(j) > run ? suf(j) : run;
-              pre(j) = static_cast<signed char>(run);
-            }
-            run = -1;
-            for (int j = end - 1; j >= begin; --j) {
-              run = suf(j) > run ? suf(j) : run;
-              suf(j) = static_cast<signed char>(run);
-            }
-          });
-      Kokkos::parallel_for(
-          "kfmm::octree::start_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
-          KOKKOS_LAMBDA(const int i) {
-            if (i == n) {
-              dl(i) = 0;
-              return;
-            }
-            int L = 0;
-            if (windows > 0) {
-              const int lo = i - ls;
-              int G = pre(i);
-              if (lo > 0) G = suf(lo) > G ? suf(lo) : G;
-              L = G + 1 < morton_levels ? G + 1 : morton_levels;
-            }
-            const int d = i == 0 ? 0 : morton_common_level(keys(i - 1), keys(i)) + 1;
-            dl(i) = d | (L << 8);
-          });
+      window_levels(space, keys, n, leaf_size, workspace.dl, workspace.runs);
       // Nodes per (level, tile), scanned into first ids; the level offsets are the host round trip.
       topology.n = n;
       topology.tile = workspace.topology_tile > 0

@@ -277,7 +277,7 @@ TEMPLATE_LIST_TEST_CASE("walk reuses a workspace and gives the same lists in sli
   const auto fresh = kfmm::dual_tree_walk(Space(), tree, o);
   REQUIRE(HostList(fresh.far) == far1);
   REQUIRE(HostList(fresh.near) == near1);
-  for (long long slice : {0LL, (1LL << 25) + 1}) {
+  for (long long slice : {0LL, (1LL << 24) + 1}) {
     kfmm::WalkWorkspace<typename Space::memory_space> bad;
     bad.slice = slice;
     REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, o, bad), kfmm::Error);

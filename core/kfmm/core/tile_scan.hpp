@@ -6,15 +6,17 @@
 /// TileScan does it in one: each team takes the next tile index from a ticket counter (so a tile's
 /// predecessors were all taken by teams that are already running: no team waits for one that has not
 /// started, on GPUs and on host thread pools alike), counts its tile, publishes the tile's aggregate,
-/// then one thread walks back over the preceding tiles adding their aggregates until it meets a
-/// published inclusive prefix, and publishes its own. The prefixes are sums of the same counts in the
-/// same order as a global exclusive scan, so the offsets, and everything written at them, are
-/// identical to the three-kernel pipeline's and independent of scheduling.
+/// then looks back over the preceding tiles, `lookback_window` at a time (one read per thread, all in
+/// flight together), adding their aggregates until it meets a published inclusive prefix, and
+/// publishes its own. The prefixes are sums of the same counts in the same order as a global exclusive
+/// scan, so the offsets, and everything written at them, are identical to the three-kernel pipeline's
+/// and independent of scheduling.
 ///
-/// Flags carry an epoch (a number the caller never reuses for the same state), so the flag array
-/// needs no clearing between launches: a flag from an earlier launch has a different epoch and reads
-/// as "not yet published". The ticket counter resets itself: the team that takes the last ticket of
-/// a launch writes it back to 0.
+/// A tile's state is one 64-bit word, read and written atomically: value << 8 | epoch << 2 | status
+/// (status 1: aggregate, 2: inclusive prefix; values below 2^56). The epoch (1 .. 63) tells this launch's
+/// words from older ones, so the array needs no clearing between launches; it is cleared once every
+/// 63 launches, when the epoch wraps. The ticket counter resets itself: the team that takes the last
+/// ticket of a launch writes it back to 0.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -25,48 +27,49 @@
 
 namespace kfmm {
 
-/// Reusable state of TileScan: per tile a flag, an aggregate and an inclusive prefix, and the ticket.
+/// Reusable state of TileScan: one word per tile, and the ticket.
 template <class MemorySpace>
 struct TileScanWorkspace {
-  Kokkos::View<unsigned long long*, MemorySpace> flags;  ///< epoch << 2 | status (1 aggregate, 2 inclusive)
-  Kokkos::View<unsigned long long*, MemorySpace> aggregate;  ///< sum of the tile's counts
-  Kokkos::View<unsigned long long*, MemorySpace> inclusive;  ///< sum of the counts of tiles 0 .. tile
-  Kokkos::View<unsigned long long*, MemorySpace> ticket;     ///< next tile index to hand out (reset to 0)
-  unsigned long long epoch = 0;                              ///< the last epoch handed out
+  Kokkos::View<unsigned long long*, MemorySpace> words;   ///< per tile: value << 8 | epoch << 2 | status
+  Kokkos::View<unsigned long long*, MemorySpace> ticket;  ///< next tile index to hand out (reset to 0)
+  unsigned long long epoch = 0;                           ///< the last epoch handed out (1 .. 63)
 
-  /// Room for `tiles` tiles; returns a fresh epoch for one launch. Flags are zeroed when (re)allocated
-  /// (epoch 0 is never handed out), so stale entries never look published.
-  unsigned long long prepare(long long tiles) {
+  /// Room for `tiles` tiles; returns the epoch of one launch on `space`. Words are zeroed when
+  /// (re)allocated and when the epoch wraps, so no word left by an earlier launch carries the epoch.
+  template <class ExecutionSpace>
+  unsigned long long prepare(const ExecutionSpace& space, long long tiles) {
     require(tiles >= 0, "TileScanWorkspace: negative tile count ", tiles);
-    if (static_cast<long long>(flags.extent(0)) < tiles) {
-      const long long cap = tiles + tiles / 4 + 64;
-      flags = Kokkos::View<unsigned long long*, MemorySpace>("kfmm::tile_scan::flags", cap);
-      aggregate = Kokkos::View<unsigned long long*, MemorySpace>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::tile_scan::aggregate")), cap);
-      inclusive = Kokkos::View<unsigned long long*, MemorySpace>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::tile_scan::inclusive")), cap);
+    if (static_cast<long long>(words.extent(0)) < tiles) {
+      words = Kokkos::View<unsigned long long*, MemorySpace>();
+      words =
+          Kokkos::View<unsigned long long*, MemorySpace>("kfmm::tile_scan::words", tiles + tiles / 4 + 64);
+      epoch = 0;
     }
     if (ticket.extent(0) == 0)
       ticket = Kokkos::View<unsigned long long*, MemorySpace>("kfmm::tile_scan::ticket", 1);
+    if (epoch == 63) {
+      Kokkos::deep_copy(space, words, 0ULL);
+      epoch = 0;
+    }
     return ++epoch;
   }
 };
 
-/// The device side of one launch: tickets and look-back. Copy it into the kernel's functor.
+/// The device side of one launch: tickets and look-back. Copy it into the kernel's functor and give
+/// each team `scratch_bytes()` of level-0 scratch.
 template <class MemorySpace>
 struct TileScan {
-  Kokkos::View<unsigned long long*, MemorySpace> flags, aggregate, inclusive, ticket;
+  static constexpr int lookback_window = 32;
+  static constexpr unsigned long long max_value = (1ULL << 56) - 1;
+  Kokkos::View<unsigned long long*, MemorySpace> words, ticket;
   unsigned long long epoch = 0;
   long long tiles = 0;  ///< teams of the launch (the last ticket is tiles - 1)
 
   TileScan() = default;
   TileScan(const TileScanWorkspace<MemorySpace>& w, unsigned long long launch_epoch, long long launch_tiles)
-      : flags(w.flags),
-        aggregate(w.aggregate),
-        inclusive(w.inclusive),
-        ticket(w.ticket),
-        epoch(launch_epoch),
-        tiles(launch_tiles) {}
+      : words(w.words), ticket(w.ticket), epoch(launch_epoch), tiles(launch_tiles) {}
+
+  static size_t scratch_bytes() { return lookback_window * sizeof(unsigned long long) + 64; }
 
   /// One thread per team: the team's tile index, in the order teams start.
   KOKKOS_INLINE_FUNCTION long long take_ticket() const {
@@ -75,30 +78,52 @@ struct TileScan {
     return t;
   }
 
-  /// One thread per team, after the tile's counts are summed: publishes `sum` and returns the sum of
-  /// the counts of all preceding tiles (waits for them to publish at least their aggregates).
-  KOKKOS_INLINE_FUNCTION unsigned long long exclusive_prefix(const long long tile,
+  /// The whole team, after the tile's counts are summed (`sum` < 2^56, the same on every thread):
+  /// publishes `sum` and returns, on every thread, the sum of the counts of all preceding tiles
+  /// (waiting for each to publish at least its aggregate).
+  template <class Team>
+  KOKKOS_INLINE_FUNCTION unsigned long long exclusive_prefix(const Team& team, const long long tile,
                                                              const unsigned long long sum) const {
+    using Scratch = Kokkos::View<unsigned long long*, typename Team::scratch_memory_space,
+                                 Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    const unsigned long long tag = epoch << 2;
+    if (tile == 0) {
+      if (team.team_rank() == 0) Kokkos::atomic_exchange(&words(0), (sum << 8) | tag | 2ULL);
+      return 0;
+    }
+    if (team.team_rank() == 0) Kokkos::atomic_exchange(&words(tile), (sum << 8) | tag | 1ULL);
+    Scratch seen(team.team_scratch(0), lookback_window);
     unsigned long long prefix = 0;
-    if (tile > 0) {
-      aggregate(tile) = sum;
-      Kokkos::memory_fence();
-      Kokkos::atomic_exchange(&flags(tile), (epoch << 2) | 1ULL);
-      for (long long p = tile - 1;;) {
-        const unsigned long long f = Kokkos::atomic_fetch_add(&flags(p), 0ULL);
-        if ((f >> 2) != epoch) continue;  // not published yet in this launch: spin
-        Kokkos::memory_fence();
-        if ((f & 3ULL) == 2ULL) {
-          prefix += Kokkos::atomic_fetch_add(&inclusive(p), 0ULL);
+    long long next = tile - 1;  // the nearest predecessor not yet added
+    for (;;) {
+      // One word per thread for the tiles next, next - 1, ... (tile 0 always ends the walk).
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lookback_window), [&](const int lane) {
+        const long long p = next - lane;
+        seen(lane) = p >= 0 ? Kokkos::atomic_fetch_add(&words(p), 0ULL) : tag | 2ULL;
+      });
+      team.team_barrier();
+      // Every thread reads the window the same way: aggregates up to the first inclusive prefix.
+      unsigned long long add = 0;
+      int status = 1;  // 0: a tile before the first inclusive one is not published yet; 2: done
+      for (int lane = 0; lane < lookback_window; ++lane) {
+        const unsigned long long w = seen(lane);
+        if ((w & 0xffULL) != (tag | 1ULL) && (w & 0xffULL) != (tag | 2ULL)) {
+          status = 0;
           break;
         }
-        prefix += Kokkos::atomic_fetch_add(&aggregate(p), 0ULL);
-        --p;  // (tile 0 always publishes an inclusive prefix, so p never passes it)
+        add += w >> 8;
+        if ((w & 3ULL) == 2ULL) {
+          status = 2;
+          break;
+        }
       }
+      team.team_barrier();        // (all reads of `seen` done before the next window overwrites it)
+      if (status == 0) continue;  // spin on the same window
+      prefix += add;
+      if (status == 2) break;
+      next -= lookback_window;
     }
-    inclusive(tile) = prefix + sum;
-    Kokkos::memory_fence();
-    Kokkos::atomic_exchange(&flags(tile), (epoch << 2) | 2ULL);
+    if (team.team_rank() == 0) Kokkos::atomic_exchange(&words(tile), ((prefix + sum) << 8) | tag | 2ULL);
     return prefix;
   }
 };

@@ -14,13 +14,13 @@
 /// set the pace of a round (an earlier depth-first design let one thread open ~9e4 nodes). A round is
 /// one kernel (detail::WalkRound): each team takes a tile of open pairs and
 ///   decides every pair (far / near / split target / split source / split both), counting its output
-///     as (final pairs << 32) | (child pairs);
+///     as (final pairs << 31) | (child pairs);
 ///   turns the counts into write offsets: a scan within the team, then decoupled look-back across the
 ///     tiles (core/kfmm/core/tile_scan.hpp), i.e. the offsets of a global exclusive scan in queue order;
 ///   writes each pair's final pair (far or near) or its child pairs at its offsets.
 /// A decision is made once and kept in registers until its pair is written. (The round used to be three
 /// kernels, classify, a device scan and emit: at 1e6 particles the scan alone cost ~0.2 ms of the
-/// ~0.8 ms of rounds on the H200.) Rounds larger than 2^25 pairs run in slices, so the packed 32-bit
+/// ~0.8 ms of rounds on the H200.) Rounds larger than 2^24 pairs run in slices, so the packed 31-bit
 /// child count cannot wrap. A counted round's totals come back to the host; writes past a buffer's
 /// end are dropped and the round runs again once the buffer has grown (its input is unchanged).
 ///
@@ -133,8 +133,8 @@ struct WalkWorkspace {
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   SortWorkspace<MemorySpace, unsigned, int> sort;
   TileScanWorkspace<MemorySpace> tiles;  ///< the rounds' look-back state
-  /// Open pairs per classify/scan/emit slice, 1 .. 2^25 (tests set it small to exercise slicing).
-  long long slice = 1LL << 25;
+  /// Open pairs per round kernel (a slice of a round), 1 .. 2^24 (tests set it small to exercise slicing).
+  long long slice = 1LL << 24;
   /// Run planned rounds when a plan exists (the default; false: every round is counted).
   bool planned_rounds = true;
   /// The plan: open pairs per round and final pairs of the last walk with this workspace.
@@ -170,9 +170,12 @@ KOKKOS_INLINE_FUNCTION unsigned long long walk_pair(const int t, const int s) {
   return (static_cast<unsigned long long>(t) << 32) | static_cast<unsigned>(s);
 }
 
-/// Most open pairs per classify/scan/emit slice: 64 children per pair at most, so the packed child
-/// count (low 32 bits) of a slice stays below 2^31 and never carries into the final-pair count.
-inline constexpr long long max_walk_slice = 1LL << 25;
+/// Most open pairs per round kernel (slice): 64 children per pair at most, so the packed child count
+/// (low 31 bits) of a slice stays at most 2^30 and never carries into the final-pair count, and the
+/// packed total (at most 2^55 + 2^30) fits the look-back's 56-bit values.
+inline constexpr long long max_walk_slice = 1LL << 24;
+inline constexpr int walk_final_shift = 31;
+inline constexpr unsigned long long walk_children_mask = (1ULL << walk_final_shift) - 1;
 
 /// Starts a walk: packs the node records, seeds the queue with (root, root).
 template <class MemorySpace, class Real>
@@ -213,7 +216,7 @@ struct WalkTiles {
 };
 
 /// One walk round (or one slice of it) in one kernel: every open pair of the team's tile is decided
-/// (far / near / split), the tile's output counts (packed (final pairs << 32) | child pairs) are scanned
+/// (far / near / split), the tile's output counts (packed (final pairs << 31) | child pairs) are scanned
 /// within the team and across tiles by decoupled look-back (core/kfmm/core/tile_scan.hpp), and every
 /// pair then writes its final pair or its child pairs at its offsets. The offsets are those of a global
 /// exclusive scan of the counts in queue order, so the lists do not depend on the schedule.
@@ -273,7 +276,7 @@ struct WalkRound {
         source[k] = s;
         action[k] = static_cast<unsigned char>(act);
         if (act == kWalkFar || act == kWalkNear) {
-          count[k] = 1ULL << 32;
+          count[k] = 1ULL << walk_final_shift;
         } else {
           const WalkNode<Real>& split = act == kWalkSplitSource ? b : a;
           child_first[k] = split.first_child;
@@ -289,14 +292,13 @@ struct WalkRound {
     const unsigned long long before = team.team_scan(sum);
     unsigned long long tile_sum = before + sum;
     team.team_broadcast(tile_sum, team.team_size() - 1);
-    unsigned long long prefix = 0;
+    const unsigned long long prefix = scan.exclusive_prefix(team, tile, tile_sum);
     if (team.team_rank() == 0) {
-      prefix = scan.exclusive_prefix(tile, tile_sum);
       const long long last_tile = open > 0 ? (open - 1) / tile_items : 0;
       if (tile == last_tile) {
         const unsigned long long total = prefix + tile_sum;
-        const long long finals = static_cast<long long>(total >> 32);
-        const long long children = static_cast<long long>(total & 0xffffffffULL);
+        const long long finals = static_cast<long long>(total >> walk_final_shift);
+        const long long children = static_cast<long long>(total & walk_children_mask);
         state(out_at) = pairs0 + finals;
         state(out_at + 1) = children;
         if (overflow_at >= 0 &&
@@ -305,7 +307,6 @@ struct WalkRound {
           state(overflow_at) = 1;
       }
     }
-    team.team_broadcast(prefix, 0);
 
     // Write.
     const long long pair_cap = static_cast<long long>(pair_keys.extent(0));
@@ -316,13 +317,13 @@ struct WalkRound {
         const int t = target[k], s = source[k];
         const WalkAction act = static_cast<WalkAction>(action[k]);
         if (act == kWalkFar || act == kWalkNear) {
-          const long long p = pairs0 + static_cast<long long>(o >> 32);
+          const long long p = pairs0 + static_cast<long long>(o >> walk_final_shift);
           if (p < pair_cap) {
             pair_keys(p) = static_cast<unsigned>(t) | (act == kWalkNear ? near_bit : 0u);
             pair_sources(p) = s;
           }
         } else {
-          const long long c = next_base + static_cast<long long>(o & 0xffffffffULL);
+          const long long c = next_base + static_cast<long long>(o & walk_children_mask);
           const int f = child_first[k], n = child_count[k];
           if (act == kWalkSplitTarget) {
             for (int j = 0; j < n; ++j)
@@ -443,7 +444,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   require(options.min_separation >= 0 && std::isfinite(options.min_separation),
           "dual_tree_walk: min_separation = ", options.min_separation, " must be finite and >= 0");
   require(ws.slice >= 1 && ws.slice <= detail::max_walk_slice, "dual_tree_walk: workspace slice = ", ws.slice,
-          " must lie in [1, 2^25]");
+          " must lie in [1, 2^24]");
   InteractionLists<memory_space> lists;
   const int num_nodes = tree.num_nodes;
 
@@ -497,8 +498,12 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     if (team > 1) team = std::min(team, Policy(space, 1, 1).team_size_max(round, Kokkos::ParallelForTag()));
     round.tile_items = team * Tiles::items;
     const long long tiles = std::max<long long>(1, (items + round.tile_items - 1) / round.tile_items);
-    round.scan = TileScan<memory_space>(ws.tiles, ws.tiles.prepare(tiles), tiles);
-    Kokkos::parallel_for("kfmm::walk::round", Policy(space, static_cast<int>(tiles), team), round);
+    const unsigned long long epoch = ws.tiles.prepare(space, tiles);
+    round.scan = TileScan<memory_space>(ws.tiles, epoch, tiles);
+    Kokkos::parallel_for("kfmm::walk::round",
+                         Policy(space, static_cast<int>(tiles), team)
+                             .set_scratch_size(0, Kokkos::PerTeam(TileScan<memory_space>::scratch_bytes())),
+                         round);
   };
   const auto make_round = [&](int cur_queue, long long pair_base, long long next_base, int begin, int m,
                               int in_at, int out_at, int overflow) {

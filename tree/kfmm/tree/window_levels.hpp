@@ -49,8 +49,8 @@ struct WindowRuns {
     Scratch a(team.team_scratch(0), len), b(team.team_scratch(0), len);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](const int q) {
       const int j = k0 - W + 1 + q;
-      a(q) = static_cast<signed char>(j >= 0 && j < windows ? morton_common_level(keys(j), keys(j + leaf_size))
-                                                             : -1);
+      a(q) = static_cast<signed char>(
+          j >= 0 && j < windows ? morton_common_level(keys(j), keys(j + leaf_size)) : -1);
     });
     team.team_barrier();
     // After step s, entry q holds the maximum over 2^(s+1) windows from q on.
@@ -108,7 +108,8 @@ void window_levels(const ExecutionSpace& space, const Keys& keys, int n, int lea
                    Runs& runs) {
   const int windows = n > leaf_size ? n - leaf_size : 0;  // window j covers keys [j, j + leaf_size]
   int run_log = 0;
-  while ((2 << run_log) <= detail::max_window_run && (2LL << run_log) <= static_cast<long long>(leaf_size) + 1)
+  while ((2 << run_log) <= detail::max_window_run &&
+         (2LL << run_log) <= static_cast<long long>(leaf_size) + 1)
     ++run_log;
   const int W = 1 << run_log;
   detail::reserve_at_least(runs, n, "kfmm::octree::window_runs");
@@ -121,10 +122,9 @@ void window_levels(const ExecutionSpace& space, const Keys& keys, int n, int lea
                        Kokkos::TeamPolicy<ExecutionSpace>(space, tiles, team)
                            .set_scratch_size(0, Kokkos::PerTeam(Runs1::scratch_bytes(tile, W))),
                        Runs1{keys, runs, n, leaf_size, windows, run_log, tile});
-  Kokkos::parallel_for(
-      "kfmm::octree::start_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
-      detail::WindowStartLevels<typename ExecutionSpace::memory_space>{keys, runs, dl, n, leaf_size, windows,
-                                                                       run_log});
+  Kokkos::parallel_for("kfmm::octree::start_levels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
+                       detail::WindowStartLevels<typename ExecutionSpace::memory_space>{
+                           keys, runs, dl, n, leaf_size, windows, run_log});
 }
 
 }  // namespace kfmm

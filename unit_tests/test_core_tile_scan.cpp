@@ -27,7 +27,8 @@ struct ScanKernel {
     if (team.team_rank() == 0) tile = scan.take_ticket();
     team.team_broadcast(tile, 0);
     if (team.team_rank() == 0) order(tile) = tile;
-    const long long first = tile * team.team_size() * items + static_cast<long long>(team.team_rank()) * items;
+    const long long first =
+        tile * team.team_size() * items + static_cast<long long>(team.team_rank()) * items;
     unsigned long long sum = 0;
     for (int k = 0; k < items; ++k)
       if (first + k < n) sum += counts(first + k);

@@ -66,6 +66,33 @@ struct BoxReduction {
   }
 };
 
+/// Work item `item` of the box pass: elements item, item + items, ... A functor, not a lambda: in
+/// CUDA builds nvcc wrapped this reduction's host-device lambda in a type-erased holder whose deleter
+/// lives in each translation unit's anonymous namespace; with the holder's constructor and destructor
+/// merged from different translation units, Serial runs called a null deleter (seen on the H200).
+template <class PositionsView, class MassesView>
+struct BoxReduce {
+  PositionsView positions;
+  MassesView masses;
+  int n, n_pos, n_mass, items;
+  KOKKOS_INLINE_FUNCTION void operator()(const int item, BoxReduction& acc) const {
+    for (int i = item; i < n; i += items) {
+      if (i < n_pos) {
+        for (int a = 0; a < 3; ++a) {
+          const double x = static_cast<double>(positions(i, a));
+          if (is_finite(x)) {
+            acc.lo[a] = x < acc.lo[a] ? x : acc.lo[a];
+            acc.hi[a] = x > acc.hi[a] ? x : acc.hi[a];
+          } else {
+            acc.non_finite += 1;
+          }
+        }
+      }
+      if (i < n_mass && !is_finite(static_cast<double>(masses(i)))) acc.non_finite += 1;
+    }
+  }
+};
+
 /// One pass over positions (n x 3) and masses (n, or 0 to skip them): the box of the positions and
 /// the number of non-finite coordinates and masses.
 template <class ExecutionSpace, class PositionsView, class MassesView>
@@ -77,25 +104,9 @@ BoxReduction reduce_box(const ExecutionSpace& space, const PositionsView& positi
   BoxReduction result;
   if (n == 0) return result;
   const int items = reduction_items<ExecutionSpace>(n);
-  Kokkos::parallel_reduce(
-      "kfmm::bounding_box", Kokkos::RangePolicy<ExecutionSpace>(space, 0, items),
-      KOKKOS_LAMBDA(const int item, BoxReduction& acc) {
-        for (int i = item; i < n; i += items) {
-          if (i < n_pos) {
-            for (int a = 0; a < 3; ++a) {
-              const double x = static_cast<double>(positions(i, a));
-              if (is_finite(x)) {
-                acc.lo[a] = x < acc.lo[a] ? x : acc.lo[a];
-                acc.hi[a] = x > acc.hi[a] ? x : acc.hi[a];
-              } else {
-                acc.non_finite += 1;
-              }
-            }
-          }
-          if (i < n_mass && !is_finite(static_cast<double>(masses(i)))) acc.non_finite += 1;
-        }
-      },
-      result);
+  Kokkos::parallel_reduce("kfmm::bounding_box", Kokkos::RangePolicy<ExecutionSpace>(space, 0, items),
+                          BoxReduce<PositionsView, MassesView>{positions, masses, n, n_pos, n_mass, items},
+                          result);
   return result;
 }
 

@@ -131,18 +131,37 @@ KOKKOS_INLINE_FUNCTION int morton_common_level(MortonKey a, MortonKey b) {
   return (detail::count_leading_zeros(x) - 1) / 3;
 }
 
+namespace detail {
+
+/// keys(i) = the Morton key of positions(i) in `frame`; with `permutation` non-empty also
+/// permutation(i) = i (the octree's sort payload). (Kernels of kfmm's headers are functors, not
+/// lambdas: nvcc's host-device lambdas in headers that several translation units instantiate crash
+/// host backends of CUDA builds, see bounding_box.hpp.)
+template <class PositionsView, class KeysView, class PermutationView>
+struct MortonKeys {
+  PositionsView positions;
+  KeysView keys;
+  PermutationView permutation;
+  MortonFrame frame;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)), frame.lo[0], frame.scale),
+                            morton_cell(static_cast<double>(positions(i, 1)), frame.lo[1], frame.scale),
+                            morton_cell(static_cast<double>(positions(i, 2)), frame.lo[2], frame.scale));
+    if (permutation.extent(0) > 0) permutation(i) = i;
+  }
+};
+
+}  // namespace detail
+
 /// Computes the keys of n positions on `space` into `keys` (size >= n).
 template <class ExecutionSpace, class PositionsView, class KeysView>
 void compute_morton_keys(const ExecutionSpace& space, const MortonFrame& frame,
                          const PositionsView& positions, const KeysView& keys) {
   const int n = static_cast<int>(positions.extent(0));
-  const double lx = frame.lo[0], ly = frame.lo[1], lz = frame.lo[2], s = frame.scale;
+  using Permutation = Kokkos::View<int*, typename KeysView::memory_space>;
   Kokkos::parallel_for(
-      "kfmm::morton_keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int i) {
-        keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)), lx, s),
-                                morton_cell(static_cast<double>(positions(i, 1)), ly, s),
-                                morton_cell(static_cast<double>(positions(i, 2)), lz, s));
-      });
+      "kfmm::morton_keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      detail::MortonKeys<PositionsView, KeysView, Permutation>{positions, keys, Permutation(), frame});
 }
 
 }  // namespace kfmm

@@ -81,6 +81,123 @@ KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const Sums& s, const P
   }
 }
 
+/// Leaf k of `leaves`: sums, box, centre and exact radius from its particles (one thread).
+template <class PositionsView, class MassesView, class Ranges, class IntView, class Centres, class Radii,
+          class NodeMasses, class MemorySpace>
+struct LeafMoments {
+  using Real = typename Centres::non_const_value_type;
+  PositionsView positions;
+  MassesView masses;
+  Ranges ranges;
+  IntView leaves;
+  Centres centres;
+  Radii radii;
+  NodeMasses node_masses;
+  MomentSums<MemorySpace> s;
+  Point3 origin;
+  KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
+    const int node = leaves(k);
+    const int begin = ranges(node, 0), end = ranges(node, 1);
+    double w = 0, wx = 0, wy = 0, wz = 0, m = 0;
+    double lo[3] = {positions(begin, 0), positions(begin, 1), positions(begin, 2)};
+    double hi[3] = {lo[0], lo[1], lo[2]};
+    for (int i = begin; i < end; ++i) {
+      const double mi = static_cast<double>(masses(i));
+      const double am = mi < 0 ? -mi : mi;
+      const double x[3] = {static_cast<double>(positions(i, 0)), static_cast<double>(positions(i, 1)),
+                           static_cast<double>(positions(i, 2))};
+      w += am;
+      wx += am * (x[0] - origin.v[0]);
+      wy += am * (x[1] - origin.v[1]);
+      wz += am * (x[2] - origin.v[2]);
+      m += mi;
+      for (int a = 0; a < 3; ++a) {
+        lo[a] = x[a] < lo[a] ? x[a] : lo[a];
+        hi[a] = x[a] > hi[a] ? x[a] : hi[a];
+      }
+    }
+    s.weights(node, 0) = w;
+    s.weights(node, 1) = wx;
+    s.weights(node, 2) = wy;
+    s.weights(node, 3) = wz;
+    s.mass(node) = m;
+    for (int a = 0; a < 3; ++a) {
+      s.boxes(node, a) = lo[a];
+      s.boxes(node, 3 + a) = hi[a];
+    }
+    double c[3];
+    detail::finish_centre<Real>(node, s, origin, centres, c);
+    double r2 = 0;
+    for (int i = begin; i < end; ++i) {
+      const double dx = static_cast<double>(positions(i, 0)) - c[0];
+      const double dy = static_cast<double>(positions(i, 1)) - c[1];
+      const double dz = static_cast<double>(positions(i, 2)) - c[2];
+      const double d2 = dx * dx + dy * dy + dz * dz;
+      r2 = d2 > r2 ? d2 : r2;
+    }
+    radii(node) = detail::round_up<Real>(compat::sqrt(r2));
+    node_masses(node) = static_cast<Real>(m);
+  }
+};
+
+/// Internal node `node` of one level: combined from its children (one thread; leaves are skipped).
+template <class IntView, class Centres, class Radii, class NodeMasses, class MemorySpace>
+struct InternalMoments {
+  using Real = typename Centres::non_const_value_type;
+  IntView first_child, num_children;
+  Centres centres;
+  Radii radii;
+  NodeMasses node_masses;
+  MomentSums<MemorySpace> s;
+  Point3 origin;
+  KOKKOS_INLINE_FUNCTION void operator()(const int node) const {
+    const int first = first_child(node), count = num_children(node);
+    if (count == 0) return;  // a leaf, done above
+    double w[4] = {0, 0, 0, 0}, m = 0;
+    double box[6] = {s.boxes(first, 0), s.boxes(first, 1), s.boxes(first, 2),
+                     s.boxes(first, 3), s.boxes(first, 4), s.boxes(first, 5)};
+    // Children loops run a fixed 8 trips (a node has at most 8 contiguous children), so that a GPU
+    // compiler unrolls them and has every child's loads in flight at once: a loop to `count` waited
+    // one memory latency per child, ~12 us per level on the H200 whatever the level's size.
+    for (int j = 0; j < 8; ++j) {
+      if (j >= count) continue;
+      const int c = first + j;
+      for (int q = 0; q < 4; ++q) w[q] += s.weights(c, q);
+      m += s.mass(c);
+      for (int a = 0; a < 3; ++a) {
+        box[a] = s.boxes(c, a) < box[a] ? s.boxes(c, a) : box[a];
+        box[3 + a] = s.boxes(c, 3 + a) > box[3 + a] ? s.boxes(c, 3 + a) : box[3 + a];
+      }
+    }
+    for (int q = 0; q < 4; ++q) s.weights(node, q) = w[q];
+    for (int q = 0; q < 6; ++q) s.boxes(node, q) = box[q];
+    s.mass(node) = m;
+    double ctr[3];
+    detail::finish_centre<Real>(node, s, origin, centres, ctr);
+    // Bound 1: the children's spheres.
+    double r_children = 0;
+    for (int j = 0; j < 8; ++j) {
+      if (j >= count) continue;
+      const int c = first + j;
+      const double dx = static_cast<double>(centres(c, 0)) - ctr[0];
+      const double dy = static_cast<double>(centres(c, 1)) - ctr[1];
+      const double dz = static_cast<double>(centres(c, 2)) - ctr[2];
+      const double r = compat::sqrt(dx * dx + dy * dy + dz * dz) + static_cast<double>(radii(c));
+      r_children = r > r_children ? r : r_children;
+    }
+    // Bound 2: the farthest corner of the particles' bounding box.
+    double corner2 = 0;
+    for (int a = 0; a < 3; ++a) {
+      const double dlo = ctr[a] - box[a], dhi = box[3 + a] - ctr[a];
+      const double e = dlo > dhi ? dlo : dhi;
+      corner2 += e * e;
+    }
+    const double r_box = compat::sqrt(corner2);
+    radii(node) = detail::round_up<Real>(r_children < r_box ? r_children : r_box);
+    node_masses(node) = static_cast<Real>(m);
+  }
+};
+
 }  // namespace detail
 
 /// Computes centres, radii and masses of every node from particle positions and masses in tree
@@ -97,7 +214,6 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
                           const Centres& centres, const Radii& radii, const NodeMasses& node_masses,
                           MomentSums<typename ExecutionSpace::memory_space>& sums) {
   using memory_space = typename ExecutionSpace::memory_space;
-  using Real = typename Centres::non_const_value_type;
   const int num_nodes = static_cast<int>(ranges.extent(0));
   const int num_leaves = static_cast<int>(leaves.extent(0));
   if (num_nodes == 0) return;
@@ -107,103 +223,17 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
   sums.reserve(num_nodes);
   const MomentSums<memory_space> s = sums;
 
-  Kokkos::parallel_for(
-      "kfmm::moments::leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
-      KOKKOS_LAMBDA(const int k) {
-        const int node = leaves(k);
-        const int begin = ranges(node, 0), end = ranges(node, 1);
-        double w = 0, wx = 0, wy = 0, wz = 0, m = 0;
-        double lo[3] = {positions(begin, 0), positions(begin, 1), positions(begin, 2)};
-        double hi[3] = {lo[0], lo[1], lo[2]};
-        for (int i = begin; i < end; ++i) {
-          const double mi = static_cast<double>(masses(i));
-          const double am = mi < 0 ? -mi : mi;
-          const double x[3] = {static_cast<double>(positions(i, 0)), static_cast<double>(positions(i, 1)),
-                               static_cast<double>(positions(i, 2))};
-          w += am;
-          wx += am * (x[0] - origin.v[0]);
-          wy += am * (x[1] - origin.v[1]);
-          wz += am * (x[2] - origin.v[2]);
-          m += mi;
-          for (int a = 0; a < 3; ++a) {
-            lo[a] = x[a] < lo[a] ? x[a] : lo[a];
-            hi[a] = x[a] > hi[a] ? x[a] : hi[a];
-          }
-        }
-        s.weights(node, 0) = w;
-        s.weights(node, 1) = wx;
-        s.weights(node, 2) = wy;
-        s.weights(node, 3) = wz;
-        s.mass(node) = m;
-        for (int a = 0; a < 3; ++a) {
-          s.boxes(node, a) = lo[a];
-          s.boxes(node, 3 + a) = hi[a];
-        }
-        double c[3];
-        detail::finish_centre<Real>(node, s, origin, centres, c);
-        double r2 = 0;
-        for (int i = begin; i < end; ++i) {
-          const double dx = static_cast<double>(positions(i, 0)) - c[0];
-          const double dy = static_cast<double>(positions(i, 1)) - c[1];
-          const double dz = static_cast<double>(positions(i, 2)) - c[2];
-          const double d2 = dx * dx + dy * dy + dz * dz;
-          r2 = d2 > r2 ? d2 : r2;
-        }
-        radii(node) = detail::round_up<Real>(compat::sqrt(r2));
-        node_masses(node) = static_cast<Real>(m);
-      });
+  Kokkos::parallel_for("kfmm::moments::leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
+                       detail::LeafMoments<PositionsView, MassesView, Ranges, IntView, Centres, Radii,
+                                           NodeMasses, memory_space>{positions, masses, ranges, leaves,
+                                                                     centres, radii, node_masses, s, origin});
 
   const int num_levels = static_cast<int>(level_offsets.size()) - 1;
   for (int l = num_levels - 2; l >= 0; --l) {
-    Kokkos::parallel_for(
-        "kfmm::moments::internal",
-        Kokkos::RangePolicy<ExecutionSpace>(space, level_offsets[l], level_offsets[l + 1]),
-        KOKKOS_LAMBDA(const int node) {
-          const int first = first_child(node), count = num_children(node);
-          if (count == 0) return;  // a leaf, done above
-          double w[4] = {0, 0, 0, 0}, m = 0;
-          double box[6] = {s.boxes(first, 0), s.boxes(first, 1), s.boxes(first, 2),
-                           s.boxes(first, 3), s.boxes(first, 4), s.boxes(first, 5)};
-          // Children loops run a fixed 8 trips (a node has at most 8 contiguous children), so that a GPU
-          // compiler unrolls them and has every child's loads in flight at once: a loop to `count` waited
-          // one memory latency per child, ~12 us per level on the H200 whatever the level's size.
-          for (int j = 0; j < 8; ++j) {
-            if (j >= count) continue;
-            const int c = first + j;
-            for (int q = 0; q < 4; ++q) w[q] += s.weights(c, q);
-            m += s.mass(c);
-            for (int a = 0; a < 3; ++a) {
-              box[a] = s.boxes(c, a) < box[a] ? s.boxes(c, a) : box[a];
-              box[3 + a] = s.boxes(c, 3 + a) > box[3 + a] ? s.boxes(c, 3 + a) : box[3 + a];
-            }
-          }
-          for (int q = 0; q < 4; ++q) s.weights(node, q) = w[q];
-          for (int q = 0; q < 6; ++q) s.boxes(node, q) = box[q];
-          s.mass(node) = m;
-          double ctr[3];
-          detail::finish_centre<Real>(node, s, origin, centres, ctr);
-          // Bound 1: the children's spheres.
-          double r_children = 0;
-          for (int j = 0; j < 8; ++j) {
-            if (j >= count) continue;
-            const int c = first + j;
-            const double dx = static_cast<double>(centres(c, 0)) - ctr[0];
-            const double dy = static_cast<double>(centres(c, 1)) - ctr[1];
-            const double dz = static_cast<double>(centres(c, 2)) - ctr[2];
-            const double r = compat::sqrt(dx * dx + dy * dy + dz * dz) + static_cast<double>(radii(c));
-            r_children = r > r_children ? r : r_children;
-          }
-          // Bound 2: the farthest corner of the particles' bounding box.
-          double corner2 = 0;
-          for (int a = 0; a < 3; ++a) {
-            const double dlo = ctr[a] - box[a], dhi = box[3 + a] - ctr[a];
-            const double e = dlo > dhi ? dlo : dhi;
-            corner2 += e * e;
-          }
-          const double r_box = compat::sqrt(corner2);
-          radii(node) = detail::round_up<Real>(r_children < r_box ? r_children : r_box);
-          node_masses(node) = static_cast<Real>(m);
-        });
+    Kokkos::parallel_for("kfmm::moments::internal",
+                         Kokkos::RangePolicy<ExecutionSpace>(space, level_offsets[l], level_offsets[l + 1]),
+                         detail::InternalMoments<IntView, Centres, Radii, NodeMasses, memory_space>{
+                             first_child, num_children, centres, radii, node_masses, s, origin});
   }
 }
 

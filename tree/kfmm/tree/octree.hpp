@@ -178,6 +178,30 @@ struct TopologyLevelOffsets {
   KOKKOS_INLINE_FUNCTION void operator()(const int l) const { offsets(l) = counts(l * tiles); }
 };
 
+/// Positions and masses in sorted order: row s from the caller's row perm(s).
+template <class Permutation, class PositionsView, class MassesView, class Real, class MemorySpace>
+struct GatherParticles {
+  Permutation perm;
+  PositionsView positions;
+  MassesView masses;
+  Kokkos::View<Real* [3], MemorySpace> sorted_positions;
+  Kokkos::View<Real*, MemorySpace> sorted_masses;
+  KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
+    const int i = perm(s);
+    for (int a = 0; a < 3; ++a) sorted_positions(s, a) = positions(i, a);
+    sorted_masses(s) = masses(i);
+  }
+};
+
+/// num_children(k) held one past the last child; turned into the count (0 for leaves).
+template <class MemorySpace>
+struct ChildCounts {
+  Kokkos::View<int*, MemorySpace> first_child, num_children;
+  KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
+    num_children(k) = first_child(k) < 0 ? 0 : num_children(k) - first_child(k);
+  }
+};
+
 /// Copies rows between caller and tree order. A functor rather than a lambda: nvcc rejects extended
 /// lambdas that first-capture a variable inside `if constexpr`.
 template <class Permutation, class In, class Out, bool to_caller>
@@ -357,15 +381,9 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
     const auto perm = tree.permutation;
     for (;;) {
       if (fresh_keys) {
-        const MortonFrame f = tree.frame;
-        Kokkos::parallel_for(
-            "kfmm::octree::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-            KOKKOS_LAMBDA(const int i) {
-              keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)), f.lo[0], f.scale),
-                                      morton_cell(static_cast<double>(positions(i, 1)), f.lo[1], f.scale),
-                                      morton_cell(static_cast<double>(positions(i, 2)), f.lo[2], f.scale));
-              perm(i) = i;
-            });
+        Kokkos::parallel_for("kfmm::octree::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                             detail::MortonKeys<PositionsView, decltype(keys), decltype(perm)>{
+                                 positions, keys, perm, tree.frame});
       }
       const int sort_levels = partial ? guess_levels : morton_levels;
       sort_by_key_bits(space, tree.keys, tree.permutation, n, morton_bits - 3 * sort_levels, morton_bits,
@@ -426,16 +444,10 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
         break;
       }
     }
-    const auto pos = tree.positions;
-    const auto mas = tree.masses;
     Kokkos::parallel_for(
-        "kfmm::octree::gather", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int s) {
-          const int i = perm(s);
-          pos(s, 0) = positions(i, 0);
-          pos(s, 1) = positions(i, 1);
-          pos(s, 2) = positions(i, 2);
-          mas(s) = masses(i);
-        });
+        "kfmm::octree::gather", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        detail::GatherParticles<decltype(perm), PositionsView, MassesView, Real, memory_space>{
+            perm, positions, masses, tree.positions, tree.masses});
   }
   const int m = tree.num_nodes;
   detail::resize_exact(tree.ranges, m, "kfmm::octree::ranges");
@@ -459,13 +471,8 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
     Kokkos::parallel_for(
         "kfmm::octree::topology",
         Kokkos::RangePolicy<ExecutionSpace, typename Topology::WriteTag>(space, 0, topology.tiles), topology);
-    const auto first_child = tree.first_child;
-    const auto num_children = tree.num_children;
-    Kokkos::parallel_for(
-        "kfmm::octree::num_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, m),
-        KOKKOS_LAMBDA(const int k) {
-          num_children(k) = first_child(k) < 0 ? 0 : num_children(k) - first_child(k);
-        });
+    Kokkos::parallel_for("kfmm::octree::num_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, m),
+                         detail::ChildCounts<memory_space>{tree.first_child, tree.num_children});
   }
 
   // 4. Moments.

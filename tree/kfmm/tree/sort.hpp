@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/scan.hpp"
 #include "kfmm/core/view_capacity.hpp"
 
 // Opt-in CUB backend of the sort seam for CUDA builds (-DKFMM_ENABLE_CUB_SORT): a onesweep radix
@@ -171,14 +172,9 @@ struct RadixPass {
                          Kokkos::TeamPolicy<ExecutionSpace, CountTag>(space, tiles, T)
                              .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes)),
                          *this);
-    const Counts c = counts;
-    Kokkos::parallel_scan(
-        "kfmm::radix_sort::offsets", Kokkos::RangePolicy<ExecutionSpace>(space, 0, radix * tiles),
-        KOKKOS_LAMBDA(const int j, int& prefix, const bool final) {
-          const int v = c(j);
-          if (final) c(j) = prefix;
-          prefix += v;
-        });
+    Kokkos::parallel_scan("kfmm::radix_sort::offsets",
+                          Kokkos::RangePolicy<ExecutionSpace>(space, 0, radix * tiles),
+                          ExclusiveScanInPlace<Counts>{counts});
     Kokkos::parallel_for("kfmm::radix_sort::scatter",
                          Kokkos::TeamPolicy<ExecutionSpace, ScatterTag>(space, tiles, T)
                              .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes)),

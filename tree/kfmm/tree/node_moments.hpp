@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/core/particle_types.hpp"
 
@@ -66,18 +67,20 @@ struct MomentSums {
 
 namespace detail {
 
-template <class Real, class Sums, class Centres>
-KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const Sums& s, const Point3& origin,
-                                          const Centres& centres, double c[3]) {
-  const double w = s.weights(node, 0);
+/// The centre of a node from its sums w = (sum |m|, sum |m| x, ...) and particle box (lo xyz, hi xyz),
+/// stored to centres(node) and returned in c as stored (the radius is about the stored centre). Works
+/// from the caller's registers: reading the sums back from memory cost the GPU two more latencies.
+template <class Real, class Centres>
+KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const double w[4], const double box[6],
+                                          const Point3& origin, const Centres& centres, double c[3]) {
   for (int a = 0; a < 3; ++a) {
-    double v =
-        w > 0 ? origin.v[a] + s.weights(node, 1 + a) / w : 0.5 * (s.boxes(node, a) + s.boxes(node, 3 + a));
+    double v = w[0] > 0 ? origin.v[a] + w[1 + a] / w[0] : 0.5 * (box[a] + box[3 + a]);
     // The true centre lies in the particles' box; clamping undoes rounding (a lone particle is its
     // own centre exactly, radius 0).
-    v = v < s.boxes(node, a) ? s.boxes(node, a) : (v > s.boxes(node, 3 + a) ? s.boxes(node, 3 + a) : v);
-    centres(node, a) = static_cast<Real>(v);
-    c[a] = static_cast<double>(centres(node, a));  // the radius is about the centre as stored
+    v = v < box[a] ? box[a] : (v > box[3 + a] ? box[3 + a] : v);
+    const Real stored = static_cast<Real>(v);
+    centres(node, a) = stored;
+    c[a] = static_cast<double>(stored);
   }
 }
 
@@ -125,8 +128,10 @@ struct LeafMoments {
       s.boxes(node, a) = lo[a];
       s.boxes(node, 3 + a) = hi[a];
     }
+    const double sums[4] = {w, wx, wy, wz};
+    const double box[6] = {lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]};
     double c[3];
-    detail::finish_centre<Real>(node, s, origin, centres, c);
+    finish_centre<Real>(node, sums, box, origin, centres, c);
     double r2 = 0;
     for (int i = begin; i < end; ++i) {
       const double dx = static_cast<double>(positions(i, 0)) - c[0];
@@ -173,7 +178,7 @@ struct InternalMoments {
     for (int q = 0; q < 6; ++q) s.boxes(node, q) = box[q];
     s.mass(node) = m;
     double ctr[3];
-    detail::finish_centre<Real>(node, s, origin, centres, ctr);
+    finish_centre<Real>(node, w, box, origin, centres, ctr);
     // Bound 1: the children's spheres.
     double r_children = 0;
     for (int j = 0; j < 8; ++j) {
@@ -195,6 +200,24 @@ struct InternalMoments {
     const double r_box = compat::sqrt(corner2);
     radii(node) = detail::round_up<Real>(r_children < r_box ? r_children : r_box);
     node_masses(node) = static_cast<Real>(m);
+  }
+};
+
+/// Consecutive internal levels deepest .. shallowest of at most team_size nodes each, in one team:
+/// a level, a barrier, the level above.
+template <class ExecutionSpace, class Internal>
+struct SmallLevelMoments {
+  static constexpr int team_size = is_host_execution_space<ExecutionSpace> ? 1 : 256;
+  Internal internal;
+  int offsets[24];  // level offsets (levels 0 .. 22 and the end)
+  int deepest, shallowest;
+  KOKKOS_INLINE_FUNCTION void operator()(
+      const typename Kokkos::TeamPolicy<ExecutionSpace>::member_type& team) const {
+    for (int l = deepest; l >= shallowest; --l) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, offsets[l], offsets[l + 1]),
+                           [&](const int node) { internal(node); });
+      team.team_barrier();  // (the level above reads this level's results)
+    }
   }
 };
 
@@ -228,12 +251,28 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
                                            NodeMasses, memory_space>{positions, masses, ranges, leaves,
                                                                      centres, radii, node_masses, s, origin});
 
+  // Internal levels, deepest first: a kernel per large level; each run of consecutive small levels
+  // (the top of the tree, and the thin deepest levels of clustered inputs) in one single-team kernel,
+  // since each such level cost a launch and ~12 us of latency on the H200 whatever its size.
+  using Internal = detail::InternalMoments<IntView, Centres, Radii, NodeMasses, memory_space>;
+  const Internal internal{first_child, num_children, centres, radii, node_masses, s, origin};
+  using Small = detail::SmallLevelMoments<ExecutionSpace, Internal>;
   const int num_levels = static_cast<int>(level_offsets.size()) - 1;
-  for (int l = num_levels - 2; l >= 0; --l) {
-    Kokkos::parallel_for("kfmm::moments::internal",
-                         Kokkos::RangePolicy<ExecutionSpace>(space, level_offsets[l], level_offsets[l + 1]),
-                         detail::InternalMoments<IntView, Centres, Radii, NodeMasses, memory_space>{
-                             first_child, num_children, centres, radii, node_masses, s, origin});
+  const auto small = [&](int l) { return level_offsets[l + 1] - level_offsets[l] <= Small::team_size; };
+  for (int l = num_levels - 2; l >= 0;) {
+    if (!small(l)) {
+      Kokkos::parallel_for("kfmm::moments::internal",
+                           Kokkos::RangePolicy<ExecutionSpace>(space, level_offsets[l], level_offsets[l + 1]),
+                           internal);
+      --l;
+      continue;
+    }
+    Small run{internal, {}, l, l};
+    while (run.shallowest > 0 && small(run.shallowest - 1)) --run.shallowest;
+    for (int k = run.shallowest; k <= run.deepest + 1; ++k) run.offsets[k] = level_offsets[k];
+    Kokkos::parallel_for("kfmm::moments::small_levels",
+                         Kokkos::TeamPolicy<ExecutionSpace>(space, 1, Small::team_size), run);
+    l = run.shallowest - 1;
   }
 }
 

@@ -262,8 +262,9 @@ void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& t
                     const MassesView& masses) {
   require(static_cast<int>(masses.extent(0)) == tree.num_particles, "update_moments: masses has ",
           masses.extent(0), " entries, the tree ", tree.num_particles, " particles");
+  detail::BoxWorkspace<typename ExecutionSpace::memory_space> box_workspace;
   const auto r = detail::reduce_box(
-      space, Kokkos::View<const Real* [3], typename ExecutionSpace::memory_space>(), masses);
+      space, Kokkos::View<const Real* [3], typename ExecutionSpace::memory_space>(), masses, box_workspace);
   require(r.non_finite == 0, "update_moments: ", r.non_finite, " masses are NaN or infinite");
   permute_to_tree_order(space, tree, masses, tree.masses);
   MomentSums<typename ExecutionSpace::memory_space> sums;
@@ -282,6 +283,7 @@ struct OctreeWorkspace {
   Kokkos::View<unsigned long long*, MemorySpace> level_first;  ///< first id of each level, leaves; total
   ScanWorkspace<MemorySpace> scan;                             ///< the count matrix's scan temporaries
   MomentSums<MemorySpace> sums;                                ///< the moments' per-node accumulators
+  detail::BoxWorkspace<MemorySpace> box;                       ///< the box reduction's buffers
   /// Sorted positions per topology tile (one thread each); 0 picks 4096 on host spaces, 64 on GPUs.
   /// The tree does not depend on it (tests vary it).
   int topology_tile = 0;
@@ -357,7 +359,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   if (known_box != nullptr) {
     bb = *known_box;  // the caller's (it checked the inputs): no reduction, no host round trip
   } else {
-    const auto box = detail::reduce_box(space, positions, masses);
+    const auto box = detail::reduce_box(space, positions, masses, workspace.box);
     require(box.non_finite == 0, "build_octree: ", box.non_finite,
             " coordinates or masses are NaN or infinite");
     for (int a = 0; a < 3; ++a) {

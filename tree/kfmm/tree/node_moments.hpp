@@ -158,20 +158,30 @@ struct InternalMoments {
   KOKKOS_INLINE_FUNCTION void operator()(const int node) const {
     const int first = first_child(node), count = num_children(node);
     if (count == 0) return;  // a leaf, done above
+    // Children are read in batches of 4 at clamped (always valid) ids without branches, so that a GPU
+    // has a batch's loads in flight together; only children below `count` are added, in order. (A loop
+    // to `count` waited one memory latency per child and value: ~12 us per level on the H200.)
+    const int last = first + count - 1;
     double w[4] = {0, 0, 0, 0}, m = 0;
     double box[6] = {s.boxes(first, 0), s.boxes(first, 1), s.boxes(first, 2),
                      s.boxes(first, 3), s.boxes(first, 4), s.boxes(first, 5)};
-    // Children loops run a fixed 8 trips (a node has at most 8 contiguous children), so that a GPU
-    // compiler unrolls them and has every child's loads in flight at once: a loop to `count` waited
-    // one memory latency per child, ~12 us per level on the H200 whatever the level's size.
-    for (int j = 0; j < 8; ++j) {
-      if (j >= count) continue;
-      const int c = first + j;
-      for (int q = 0; q < 4; ++q) w[q] += s.weights(c, q);
-      m += s.mass(c);
-      for (int a = 0; a < 3; ++a) {
-        box[a] = s.boxes(c, a) < box[a] ? s.boxes(c, a) : box[a];
-        box[3 + a] = s.boxes(c, 3 + a) > box[3 + a] ? s.boxes(c, 3 + a) : box[3 + a];
+    for (int batch = 0; batch < 8; batch += 4) {
+      double cw[4][4], cm[4], cb[4][6];
+      for (int j = 0; j < 4; ++j) {
+        const int c = first + batch + j < last ? first + batch + j : last;
+        for (int q = 0; q < 4; ++q) cw[j][q] = s.weights(c, q);
+        cm[j] = s.mass(c);
+        for (int q = 0; q < 6; ++q) cb[j][q] = s.boxes(c, q);
+      }
+      for (int j = 0; j < 4; ++j) {
+        if (batch + j < count) {  // (no break: the loops stay unrolled, the arrays in registers)
+          for (int q = 0; q < 4; ++q) w[q] += cw[j][q];
+          m += cm[j];
+          for (int a = 0; a < 3; ++a) {
+            box[a] = cb[j][a] < box[a] ? cb[j][a] : box[a];
+            box[3 + a] = cb[j][3 + a] > box[3 + a] ? cb[j][3 + a] : box[3 + a];
+          }
+        }
       }
     }
     for (int q = 0; q < 4; ++q) s.weights(node, q) = w[q];
@@ -179,16 +189,20 @@ struct InternalMoments {
     s.mass(node) = m;
     double ctr[3];
     finish_centre<Real>(node, w, box, origin, centres, ctr);
-    // Bound 1: the children's spheres.
+    // Bound 1: the children's spheres (all 8 read at once, the same way).
+    double cc[8][3], cr[8];
+    for (int j = 0; j < 8; ++j) {
+      const int c = first + j < last ? first + j : last;
+      for (int a = 0; a < 3; ++a) cc[j][a] = static_cast<double>(centres(c, a));
+      cr[j] = static_cast<double>(radii(c));
+    }
     double r_children = 0;
     for (int j = 0; j < 8; ++j) {
-      if (j >= count) continue;
-      const int c = first + j;
-      const double dx = static_cast<double>(centres(c, 0)) - ctr[0];
-      const double dy = static_cast<double>(centres(c, 1)) - ctr[1];
-      const double dz = static_cast<double>(centres(c, 2)) - ctr[2];
-      const double r = compat::sqrt(dx * dx + dy * dy + dz * dz) + static_cast<double>(radii(c));
-      r_children = r > r_children ? r : r_children;
+      if (j < count) {
+        const double dx = cc[j][0] - ctr[0], dy = cc[j][1] - ctr[1], dz = cc[j][2] - ctr[2];
+        const double r = compat::sqrt(dx * dx + dy * dy + dz * dz) + cr[j];
+        r_children = r > r_children ? r : r_children;
+      }
     }
     // Bound 2: the farthest corner of the particles' bounding box.
     double corner2 = 0;

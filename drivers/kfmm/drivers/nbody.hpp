@@ -18,6 +18,19 @@
 
 namespace kfmm {
 
+namespace detail {
+/// y(i) += x(i) * h for rows of 3 (a functor: see drivers/kfmm/drivers/solver.hpp on nvcc's lambdas).
+template <class Y, class X>
+struct AddScaled {
+  Y y;
+  X x;
+  typename Y::non_const_value_type h;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    for (int d = 0; d < 3; ++d) y(i, d) += x(i, d) * h;
+  }
+};
+}  // namespace detail
+
 /// v += a * dt for every particle. Views of shape (n, 3) in a memory space `space` can access.
 template <class ExecutionSpace, class VelocityView, class AccelerationView>
 void kick(const ExecutionSpace& space, const VelocityView& velocities, const AccelerationView& accelerations,
@@ -30,11 +43,8 @@ void kick(const ExecutionSpace& space, const VelocityView& velocities, const Acc
           ") and accelerations (", accelerations.extent(0), ") differ in length");
   using Real = typename VelocityView::non_const_value_type;
   const Real h = static_cast<Real>(dt);
-  Kokkos::parallel_for(
-      "kfmm::kick", Kokkos::RangePolicy<ExecutionSpace>(space, 0, velocities.extent(0)),
-      KOKKOS_LAMBDA(const int i) {
-        for (int d = 0; d < 3; ++d) velocities(i, d) += accelerations(i, d) * h;
-      });
+  Kokkos::parallel_for("kfmm::kick", Kokkos::RangePolicy<ExecutionSpace>(space, 0, velocities.extent(0)),
+                       detail::AddScaled<VelocityView, AccelerationView>{velocities, accelerations, h});
 }
 
 /// x += v * dt for every particle. Views of shape (n, 3) in a memory space `space` can access.
@@ -49,11 +59,8 @@ void drift(const ExecutionSpace& space, const PositionView_& positions, const Ve
           ") and velocities (", velocities.extent(0), ") differ in length");
   using Real = typename PositionView_::non_const_value_type;
   const Real h = static_cast<Real>(dt);
-  Kokkos::parallel_for(
-      "kfmm::drift", Kokkos::RangePolicy<ExecutionSpace>(space, 0, positions.extent(0)),
-      KOKKOS_LAMBDA(const int i) {
-        for (int d = 0; d < 3; ++d) positions(i, d) += velocities(i, d) * h;
-      });
+  Kokkos::parallel_for("kfmm::drift", Kokkos::RangePolicy<ExecutionSpace>(space, 0, positions.extent(0)),
+                       detail::AddScaled<PositionView_, VelocityView>{positions, velocities, h});
 }
 
 /// Conserved quantities of a self-gravitating system.

@@ -50,163 +50,167 @@ namespace kfmm {
 
 namespace detail {
 
+// The solver's small kernels are functors, not lambdas: nvcc's host-device lambdas in headers that
+// several translation units instantiate crash host backends of CUDA builds (tree/bounding_box.hpp).
+
+/// min over i of the first particle whose position (when given) or mass is NaN or infinite.
+template <class PositionsView, class MassesView>
+struct FirstNonFinite {
+  using Real = typename MassesView::non_const_value_type;
+  PositionsView positions;
+  MassesView masses;
+  bool with_positions;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i, int& first) const {
+    // x - x is 0 for finite x and NaN for NaN and +-Inf.
+    bool ok = masses(i) - masses(i) == Real(0);
+    if (with_positions) {
+      for (int d = 0; d < 3; ++d) ok = ok && positions(i, d) - positions(i, d) == Real(0);
+    }
+    if (!ok && i < first) first = i;
+  }
+};
+
 /// Index of the first particle whose position or mass is NaN or infinite, or n when all are finite.
 /// `positions` may be empty (masses only).
 template <class ExecutionSpace, class PositionsView, class MassesView>
 int first_non_finite(const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses) {
-  using Real = typename MassesView::non_const_value_type;
   const int n = static_cast<int>(masses.extent(0));
-  const bool with_positions = positions.extent(0) > 0;
   int first_bad = n;
   Kokkos::parallel_reduce(
       "kfmm::Solver::check_finite", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const int i, int& first) {
-        // x - x is 0 for finite x and NaN for NaN and +-Inf.
-        bool ok = masses(i) - masses(i) == Real(0);
-        if (with_positions) {
-          for (int d = 0; d < 3; ++d) ok = ok && positions(i, d) - positions(i, d) == Real(0);
-        }
-        if (!ok && i < first) first = i;
-      },
+      FirstNonFinite<PositionsView, MassesView>{positions, masses, positions.extent(0) > 0},
       Kokkos::Min<int>(first_bad));
   return first_bad;
 }
 
-/// Bounding box of the positions and the first particle with a NaN/Inf position or mass.
-struct SolverBox {
-  double lo[3], hi[3];
-  int first_bad;
-};
-
-template <class PositionsView, class MassesView>
-struct SolverBoxReduction {
-  using value_type = SolverBox;
-  PositionsView positions;
-  MassesView masses;
-  int n;
-  int items;  // work items: item i takes particles i, i + items, ... (detail::reduction_items)
-  KOKKOS_INLINE_FUNCTION void init(value_type& v) const {
-    for (int d = 0; d < 3; ++d) {
-      v.lo[d] = 1e308;
-      v.hi[d] = -1e308;
-    }
-    v.first_bad = n;
-  }
-  KOKKOS_INLINE_FUNCTION void join(value_type& a, const value_type& b) const {
-    for (int d = 0; d < 3; ++d) {
-      a.lo[d] = b.lo[d] < a.lo[d] ? b.lo[d] : a.lo[d];
-      a.hi[d] = b.hi[d] > a.hi[d] ? b.hi[d] : a.hi[d];
-    }
-    a.first_bad = b.first_bad < a.first_bad ? b.first_bad : a.first_bad;
-  }
-  // Kokkos 3.x joins through volatile references, Kokkos 4+ through plain ones.
-  KOKKOS_INLINE_FUNCTION void join(volatile value_type& a, const volatile value_type& b) const {
-    for (int d = 0; d < 3; ++d) {
-      a.lo[d] = b.lo[d] < a.lo[d] ? b.lo[d] : a.lo[d];
-      a.hi[d] = b.hi[d] > a.hi[d] ? b.hi[d] : a.hi[d];
-    }
-    a.first_bad = b.first_bad < a.first_bad ? b.first_bad : a.first_bad;
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(const int item, value_type& v) const {
-    using Real = typename MassesView::non_const_value_type;
-    for (int i = item; i < n; i += items) {
-      // x - x is 0 for finite x and NaN for NaN and +-Inf.
-      bool ok = masses(i) - masses(i) == Real(0);
-      for (int d = 0; d < 3; ++d) {
-        const Real x = positions(i, d);
-        ok = ok && x - x == Real(0);
-        if (x - x == Real(0)) {
-          v.lo[d] = double(x) < v.lo[d] ? double(x) : v.lo[d];
-          v.hi[d] = double(x) > v.hi[d] ? double(x) : v.hi[d];
-        }
-      }
-      if (!ok && i < v.first_bad) v.first_bad = i;
-    }
+/// out(i) = scale * in(i) for rows of 3.
+template <class In, class Out>
+struct ScaleRows {
+  using Real = typename Out::non_const_value_type;
+  In in;
+  Out out;
+  Real s;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    for (int a = 0; a < 3; ++a) out(i, a) = in(i, a) * s;
   }
 };
-
-template <class ExecutionSpace, class PositionsView, class MassesView>
-SolverBox bounding_box(const ExecutionSpace& space, const PositionsView& positions,
-                       const MassesView& masses) {
-  const int n = static_cast<int>(masses.extent(0));
-  SolverBoxReduction<PositionsView, MassesView> f{positions, masses, n, reduction_items<ExecutionSpace>(n)};
-  SolverBox v;
-  f.init(v);
-  Kokkos::parallel_reduce("kfmm::Solver::bounding_box",
-                          Kokkos::RangePolicy<ExecutionSpace>(space, 0, f.items), f, v);
-  return v;
-}
 
 /// out = scale * in for (n, 3) Views.
 template <class ExecutionSpace, class In, class Out>
 void scale_positions(const ExecutionSpace& space, const In& in, const Out& out, double scale, int n) {
   using Real = typename Out::non_const_value_type;
-  const Real s = static_cast<Real>(scale);
-  Kokkos::parallel_for(
-      "kfmm::Solver::scale_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const int i) {
-        out(i, 0) = in(i, 0) * s;
-        out(i, 1) = in(i, 1) * s;
-        out(i, 2) = in(i, 2) * s;
-      });
+  Kokkos::parallel_for("kfmm::Solver::scale_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                       ScaleRows<In, Out>{in, out, static_cast<Real>(scale)});
 }
+
+template <class IdsView>
+struct Iota {
+  IdsView ids;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const { ids(i) = i; }
+};
 
 /// ids(i) = i for i < n.
 template <class ExecutionSpace, class IdsView>
 void fill_iota(const ExecutionSpace& space, const IdsView& ids, int n) {
-  Kokkos::parallel_for(
-      "kfmm::Solver::node_ids", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const int i) { ids(i) = i; });
+  Kokkos::parallel_for("kfmm::Solver::node_ids", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                       Iota<IdsView>{ids});
 }
+
+template <class ChildrenView, class IntView>
+struct CompactInternal {
+  ChildrenView num_children;
+  IntView internal, before;
+  int n;
+  KOKKOS_INLINE_FUNCTION void operator()(const int i, int& count, const bool final) const {
+    const int is_internal = num_children(i) > 0 ? 1 : 0;
+    if (final) {
+      before(i) = count;
+      if (is_internal) internal(count) = i;
+      if (i == n - 1) before(n) = count + is_internal;
+    }
+    count += is_internal;
+  }
+};
 
 /// Compacts the internal nodes (num_children > 0) in id order into `internal` and writes
 /// before(i) = number of internal nodes with id < i, for i = 0..n.
 template <class ExecutionSpace, class ChildrenView, class IntView>
 void compact_internal_nodes(const ExecutionSpace& space, const ChildrenView& num_children, int n,
                             const IntView& internal, const IntView& before) {
-  Kokkos::parallel_scan(
-      "kfmm::Solver::internal_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const int i, int& count, const bool final) {
-        const int is_internal = num_children(i) > 0 ? 1 : 0;
-        if (final) {
-          before(i) = count;
-          if (is_internal) internal(count) = i;
-          if (i == n - 1) before(n) = count + is_internal;
-        }
-        count += is_internal;
-      });
+  Kokkos::parallel_scan("kfmm::Solver::internal_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                        CompactInternal<ChildrenView, IntView>{num_children, internal, before, n});
 }
+
+template <class IntView>
+struct GatherOffsets {
+  IntView before, level_offsets, out;
+  KOKKOS_INLINE_FUNCTION void operator()(const int l) const { out(l) = before(level_offsets(l)); }
+};
 
 /// out(l) = before(level_offsets(l)) for l = 0..levels.
 template <class ExecutionSpace, class IntView>
 void gather_offsets(const ExecutionSpace& space, const IntView& before, const IntView& level_offsets,
                     const IntView& out, int levels) {
-  Kokkos::parallel_for(
-      "kfmm::Solver::internal_offsets", Kokkos::RangePolicy<ExecutionSpace>(space, 0, levels + 1),
-      KOKKOS_LAMBDA(const int l) { out(l) = before(level_offsets(l)); });
+  Kokkos::parallel_for("kfmm::Solver::internal_offsets",
+                       Kokkos::RangePolicy<ExecutionSpace>(space, 0, levels + 1),
+                       GatherOffsets<IntView>{before, level_offsets, out});
 }
+
+template <class PermView, class InView, class OutView>
+struct GatherByPermutation {
+  PermView perm;
+  InView in;
+  OutView out;
+  KOKKOS_INLINE_FUNCTION void operator()(const int s) const { out(s) = in(perm(s)); }
+};
 
 /// out(s) = in(perm(s)) (masses into the tree's order).
 template <class ExecutionSpace, class PermView, class InView, class OutView>
 void gather_by_permutation(const ExecutionSpace& space, const PermView& perm, const InView& in,
                            const OutView& out, int n) {
-  Kokkos::parallel_for(
-      "kfmm::Solver::gather_masses", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const int s) { out(s) = in(perm(s)); });
+  Kokkos::parallel_for("kfmm::Solver::gather_masses", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                       GatherByPermutation<PermView, InView, OutView>{perm, in, out});
 }
+
+template <class AccView, class PotView>
+struct ZeroOutputs {
+  using Real = typename PotView::non_const_value_type;
+  AccView acc;
+  PotView pot;
+  KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
+    for (int a = 0; a < 3; ++a) acc(s, a) = Real(0);
+    pot(s) = Real(0);
+  }
+};
 
 /// Zeroes the sorted accelerations and potentials.
 template <class ExecutionSpace, class AccView, class PotView>
 void zero_outputs(const ExecutionSpace& space, const AccView& acc, const PotView& pot, int n) {
-  using Real = typename PotView::non_const_value_type;
-  Kokkos::parallel_for(
-      "kfmm::Solver::zero", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int s) {
-        acc(s, 0) = Real(0);
-        acc(s, 1) = Real(0);
-        acc(s, 2) = Real(0);
-        pot(s) = Real(0);
-      });
+  Kokkos::parallel_for("kfmm::Solver::zero", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                       ZeroOutputs<AccView, PotView>{acc, pot});
 }
+
+template <class PermView, class AccIn, class PotIn, class AccOut, class PotOut>
+struct ScatterByPermutation {
+  using Real = typename AccOut::non_const_value_type;
+  PermView perm;
+  AccIn acc;
+  PotIn pot;
+  AccOut accelerations;
+  PotOut potentials;
+  bool with_potentials, scaled;
+  Real sa, sp;
+  KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
+    const int i = perm(s);
+    if (scaled) {
+      for (int a = 0; a < 3; ++a) accelerations(i, a) = acc(s, a) * sa;
+      if (with_potentials) potentials(i) = pot(s) * sp;
+    } else {
+      for (int a = 0; a < 3; ++a) accelerations(i, a) = acc(s, a);
+      if (with_potentials) potentials(i) = pot(s);
+    }
+  }
+};
 
 /// accelerations(perm(s)) = acc(s), potentials(perm(s)) = pot(s) (potentials skipped when empty).
 /// (Both multiplied by acc_scale and pot_scale, the undoing of a length rescaling; exact for powers of 2.)
@@ -215,44 +219,37 @@ void scatter_by_permutation(const ExecutionSpace& space, const PermView& perm, c
                             const PotIn& pot, const AccOut& accelerations, const PotOut& potentials, int n,
                             double acc_scale, double pot_scale) {
   using Real = typename AccOut::non_const_value_type;
-  const bool with_potentials = potentials.extent(0) > 0;
-  const bool scaled = acc_scale != 1.0 || pot_scale != 1.0;
-  const Real sa = static_cast<Real>(acc_scale), sp = static_cast<Real>(pot_scale);
   Kokkos::parallel_for(
-      "kfmm::Solver::scatter", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(const int s) {
-        const int i = perm(s);
-        if (scaled) {
-          accelerations(i, 0) = acc(s, 0) * sa;
-          accelerations(i, 1) = acc(s, 1) * sa;
-          accelerations(i, 2) = acc(s, 2) * sa;
-          if (with_potentials) potentials(i) = pot(s) * sp;
-        } else {
-          accelerations(i, 0) = acc(s, 0);
-          accelerations(i, 1) = acc(s, 1);
-          accelerations(i, 2) = acc(s, 2);
-          if (with_potentials) potentials(i) = pot(s);
-        }
-      });
+      "kfmm::Solver::scatter", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      ScatterByPermutation<PermView, AccIn, PotIn, AccOut, PotOut>{
+          perm, acc, pot, accelerations, potentials, potentials.extent(0) > 0,
+          acc_scale != 1.0 || pot_scale != 1.0, static_cast<Real>(acc_scale), static_cast<Real>(pot_scale)});
 }
+
+template <class Targets, class Offsets, class Sources, class RangesView>
+struct CountP2P {
+  Targets targets;
+  Offsets offsets;
+  Sources sources;
+  RangesView ranges;
+  KOKKOS_INLINE_FUNCTION void operator()(const int r, long long& sum) const {
+    const int t = targets(r);
+    const long long nt = ranges(t, 1) - ranges(t, 0);
+    for (int k = offsets(r); k < offsets(r + 1); ++k) {
+      const int src = sources(k);
+      sum += src == t ? nt * (nt - 1) : nt * (ranges(src, 1) - ranges(src, 0));
+    }
+  }
+};
 
 /// Particle-particle interactions of a near list (self pairs n (n - 1)).
 template <class ExecutionSpace, class List, class RangesView>
 long long count_p2p_interactions(const ExecutionSpace& space, const List& near, const RangesView& ranges) {
   long long total = 0;
-  const auto targets = near.targets;
-  const auto offsets = near.offsets;
-  const auto sources = near.sources;
-  Kokkos::parallel_reduce(
-      "kfmm::Solver::count_p2p", Kokkos::RangePolicy<ExecutionSpace>(space, 0, near.num_rows()),
-      KOKKOS_LAMBDA(const int r, long long& sum) {
-        const int t = targets(r);
-        const long long nt = ranges(t, 1) - ranges(t, 0);
-        for (int k = offsets(r); k < offsets(r + 1); ++k) {
-          const int src = sources(k);
-          sum += src == t ? nt * (nt - 1) : nt * (ranges(src, 1) - ranges(src, 0));
-        }
-      },
-      total);
+  using Count = CountP2P<decltype(near.targets), decltype(near.offsets), decltype(near.sources), RangesView>;
+  Kokkos::parallel_reduce("kfmm::Solver::count_p2p",
+                          Kokkos::RangePolicy<ExecutionSpace>(space, 0, near.num_rows()),
+                          Count{near.targets, near.offsets, near.sources, ranges}, total);
   return total;
 }
 
@@ -346,9 +343,10 @@ class Solver {
       finish_stats(total);
       return;
     }
-    // Bounding box and NaN/Inf check in one reduction.
-    const detail::SolverBox box = detail::bounding_box(space_, positions, masses);
-    if (box.first_bad < n) report_non_finite(masses, box.first_bad);
+    // Bounding box and NaN/Inf count in one pass (the tree's box kernel); the first bad particle is
+    // looked up only when there is one.
+    const detail::BoxReduction box = detail::reduce_box(space_, positions, masses, tree_workspace_.box);
+    if (box.non_finite > 0) report_non_finite(masses, detail::first_non_finite(space_, positions, masses));
     // Lengths are rescaled by a power of two (exact) when the extent is far from 1, so the solid
     // harmonics (r^n and r^-(n+1) up to n = 2p + 1) neither overflow nor underflow in any unit system.
     double extent = 0;

@@ -6,8 +6,8 @@
 /// TileScan does it in one: each team takes the next tile index from a ticket counter (so a tile's
 /// predecessors were all taken by teams that are already running: no team waits for one that has not
 /// started, on GPUs and on host thread pools alike), counts its tile, publishes the tile's aggregate,
-/// then looks back over the preceding tiles, `lookback_window` at a time (one read per thread, all in
-/// flight together), adding their aggregates until it meets a published inclusive prefix, and
+/// then looks back over the preceding tiles, `lookback_window` at a time on GPUs (one read per thread,
+/// all in flight together; one at a time in a one-thread host team), adding their aggregates until it meets a published inclusive prefix, and
 /// publishes its own. The prefixes are sums of the same counts in the same order as a global exclusive
 /// scan, so the offsets, and everything written at them, are identical to the three-kernel pipeline's
 /// and independent of scheduling.
@@ -93,11 +93,14 @@ struct TileScan {
     }
     if (team.team_rank() == 0) Kokkos::atomic_exchange(&words(tile), (sum << 8) | tag | 1ULL);
     Scratch seen(team.team_scratch(0), lookback_window);
+    // As many predecessors per step as the team has threads, up to the window (a one-thread host team
+    // reads one at a time and stops at the first inclusive prefix, usually its direct predecessor's).
+    const int window = team.team_size() < lookback_window ? team.team_size() : lookback_window;
     unsigned long long prefix = 0;
     long long next = tile - 1;  // the nearest predecessor not yet added
     for (;;) {
       // One word per thread for the tiles next, next - 1, ... (tile 0 always ends the walk).
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lookback_window), [&](const int lane) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, window), [&](const int lane) {
         const long long p = next - lane;
         seen(lane) = p >= 0 ? Kokkos::atomic_fetch_add(&words(p), 0ULL) : tag | 2ULL;
       });
@@ -105,7 +108,7 @@ struct TileScan {
       // Every thread reads the window the same way: aggregates up to the first inclusive prefix.
       unsigned long long add = 0;
       int status = 1;  // 0: a tile before the first inclusive one is not published yet; 2: done
-      for (int lane = 0; lane < lookback_window; ++lane) {
+      for (int lane = 0; lane < window; ++lane) {
         const unsigned long long w = seen(lane);
         if ((w & 0xffULL) != (tag | 1ULL) && (w & 0xffULL) != (tag | 2ULL)) {
           status = 0;
@@ -121,7 +124,7 @@ struct TileScan {
       if (status == 0) continue;  // spin on the same window
       prefix += add;
       if (status == 2) break;
-      next -= lookback_window;
+      next -= window;
     }
     if (team.team_rank() == 0) Kokkos::atomic_exchange(&words(tile), ((prefix + sum) << 8) | tag | 2ULL);
     return prefix;

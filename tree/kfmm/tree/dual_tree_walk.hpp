@@ -207,12 +207,12 @@ struct WalkPack {
 
 /// Tile geometry of a walk round: teams of `team_size` threads, each deciding `items` consecutive open
 /// pairs (held in registers from the decision to the write). Host spaces: one thread per team over a
-/// tile of 64; GPUs: 256 threads x 4 pairs. (Staging the gathers, all pairs then all node records,
+/// tile of 256; GPUs: 256 threads x 4 pairs. (Staging the gathers, all pairs then all node records,
 /// made the rounds slower on the H200: 113 -> 144 us for a round of 3e6 pairs, register pressure.)
 template <class ExecutionSpace>
 struct WalkTiles {
   static constexpr bool host = is_host_execution_space<ExecutionSpace>;
-  static constexpr int items = host ? 64 : 4;
+  static constexpr int items = host ? 256 : 4;
   static constexpr int team_size = host ? 1 : 256;
 };
 

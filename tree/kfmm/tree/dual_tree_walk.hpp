@@ -561,7 +561,6 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     long long next = 0;
     for (long long begin = 0; begin < open; begin += ws.slice) {
       const int m = static_cast<int>(std::min(ws.slice, open - begin));
-      detail::grow_to(ws.queue[1 - cur], std::min<long long>(next + 4LL * m, INT_MAX), next);  // (a guess)
       for (;;) {
         launch_round(make_round(cur, pairs, next, static_cast<int>(begin), m, -1, counted_at, -1), m);
         long long totals[2];

@@ -7,10 +7,10 @@
 /// predecessors were all taken by teams that are already running: no team waits for one that has not
 /// started, on GPUs and on host thread pools alike), counts its tile, publishes the tile's aggregate,
 /// then looks back over the preceding tiles, `lookback_window` at a time on GPUs (one read per thread,
-/// all in flight together; one at a time in a one-thread host team), adding their aggregates until it meets a published inclusive prefix, and
-/// publishes its own. The prefixes are sums of the same counts in the same order as a global exclusive
-/// scan, so the offsets, and everything written at them, are identical to the three-kernel pipeline's
-/// and independent of scheduling.
+/// all in flight together; one at a time in a one-thread host team), adding their aggregates until it meets a
+/// published inclusive prefix, and publishes its own. The prefixes are sums of the same counts in the same
+/// order as a global exclusive scan, so the offsets, and everything written at them, are identical to the
+/// three-kernel pipeline's and independent of scheduling.
 ///
 /// A tile's state is one 64-bit word, read and written atomically: value << 8 | epoch << 2 | status
 /// (status 1: aggregate, 2: inclusive prefix; values below 2^56). The epoch (1 .. 63) tells this launch's

@@ -53,9 +53,12 @@ TEMPLATE_LIST_TEST_CASE("tile scan gives the exclusive scan over many launches",
   using M = typename Space::memory_space;
   const bool host = kfmm::detail::is_host_execution_space<Space>;
   const int team = host ? 1 : 64, items = host ? 7 : 3;
-  kfmm::TileScanWorkspace<M> workspace;
+  kfmm::TileScanWorkspace<M> original;
+  // A copy used alternately with the original (as a copied Solver would): they share words and epochs.
+  kfmm::TileScanWorkspace<M> copy = original;
   std::uint64_t state = 12345;
-  // 70 launches: past the epoch wrap (63), with growing and shrinking tile counts (word reallocation).
+  // 70 launches: past the epoch wrap (63), with growing and shrinking tile counts (word reallocation),
+  // every third one through the copy.
   for (int launch = 0; launch < 70; ++launch) {
     const int n = launch % 5 == 0 ? 0 : 1 + (launch * 7919) % (launch < 35 ? 3000 : 60000);
     std::vector<unsigned long long> counts(n), expect(n);
@@ -73,6 +76,7 @@ TEMPLATE_LIST_TEST_CASE("tile scan gives the exclusive scan over many launches",
     const long long tiles = n == 0 ? 1 : (n + team * items - 1) / (team * items);
     Kokkos::View<long long*, M> order("order", tiles);
     ScanKernel<Space> kernel{dc, doff, order, {}, n, items};
+    kfmm::TileScanWorkspace<M>& workspace = launch % 3 == 1 ? copy : original;
     const unsigned long long epoch = workspace.prepare(Space(), tiles);
     REQUIRE(epoch >= 1);
     REQUIRE(epoch <= 63);
@@ -88,6 +92,6 @@ TEMPLATE_LIST_TEST_CASE("tile scan gives the exclusive scan over many launches",
     for (long long t = 0; t < tiles; ++t) REQUIRE(hord(t) == t);  // every ticket handed out once
   }
   // The ticket counter is back at 0 after every launch.
-  auto ticket = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), workspace.ticket);
+  auto ticket = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), original.state->ticket);
   REQUIRE(ticket(0) == 0);
 }

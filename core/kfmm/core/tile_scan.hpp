@@ -21,37 +21,44 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <memory>
 #include <string>
 
 #include "kfmm/core/error.hpp"
 
 namespace kfmm {
 
-/// Reusable state of TileScan: one word per tile, and the ticket.
+/// Reusable state of TileScan: one word per tile, the ticket and the epoch counter. Copies share all
+/// three (a copied workspace, e.g. inside a copied Solver, used alternately with the original must not
+/// see the other's words under its own epoch numbers).
 template <class MemorySpace>
 struct TileScanWorkspace {
-  Kokkos::View<unsigned long long*, MemorySpace> words;   ///< per tile: value << 8 | epoch << 2 | status
-  Kokkos::View<unsigned long long*, MemorySpace> ticket;  ///< next tile index to hand out (reset to 0)
-  unsigned long long epoch = 0;                           ///< the last epoch handed out (1 .. 63)
+  struct State {
+    Kokkos::View<unsigned long long*, MemorySpace> words;   ///< per tile: value << 8 | epoch << 2 | status
+    Kokkos::View<unsigned long long*, MemorySpace> ticket;  ///< next tile index to hand out (reset to 0)
+    unsigned long long epoch = 0;                           ///< the last epoch handed out (1 .. 63)
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
 
   /// Room for `tiles` tiles; returns the epoch of one launch on `space`. Words are zeroed when
   /// (re)allocated and when the epoch wraps, so no word left by an earlier launch carries the epoch.
   template <class ExecutionSpace>
   unsigned long long prepare(const ExecutionSpace& space, long long tiles) {
     require(tiles >= 0, "TileScanWorkspace: negative tile count ", tiles);
-    if (static_cast<long long>(words.extent(0)) < tiles) {
-      words = Kokkos::View<unsigned long long*, MemorySpace>();
-      words =
+    State& s = *state;
+    if (static_cast<long long>(s.words.extent(0)) < tiles) {
+      s.words = Kokkos::View<unsigned long long*, MemorySpace>();
+      s.words =
           Kokkos::View<unsigned long long*, MemorySpace>("kfmm::tile_scan::words", tiles + tiles / 4 + 64);
-      epoch = 0;
+      s.epoch = 0;
     }
-    if (ticket.extent(0) == 0)
-      ticket = Kokkos::View<unsigned long long*, MemorySpace>("kfmm::tile_scan::ticket", 1);
-    if (epoch == 63) {
-      Kokkos::deep_copy(space, words, 0ULL);
-      epoch = 0;
+    if (s.ticket.extent(0) == 0)
+      s.ticket = Kokkos::View<unsigned long long*, MemorySpace>("kfmm::tile_scan::ticket", 1);
+    if (s.epoch == 63) {
+      Kokkos::deep_copy(space, s.words, 0ULL);
+      s.epoch = 0;
     }
-    return ++epoch;
+    return ++s.epoch;
   }
 };
 
@@ -67,7 +74,7 @@ struct TileScan {
 
   TileScan() = default;
   TileScan(const TileScanWorkspace<MemorySpace>& w, unsigned long long launch_epoch, long long launch_tiles)
-      : words(w.words), ticket(w.ticket), epoch(launch_epoch), tiles(launch_tiles) {}
+      : words(w.state->words), ticket(w.state->ticket), epoch(launch_epoch), tiles(launch_tiles) {}
 
   static size_t scratch_bytes() { return lookback_window * sizeof(unsigned long long) + 64; }
 

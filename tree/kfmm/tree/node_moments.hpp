@@ -240,8 +240,9 @@ struct SmallLevelMoments {
 /// Computes centres, radii and masses of every node from particle positions and masses in tree
 /// (sorted) order; `origin_in` is a point near the particles (e.g. the box corner) that the
 /// double-precision weighted sums are taken relative to. `leaves` lists the leaf nodes, `level_offsets`
-/// (host) the node ranges of each level; internal nodes are combined from their children level by level,
-/// deepest first. `sums` provides the per-node temporaries.
+/// (host) the node ranges of each level; internal nodes are combined from their children (contiguous ids,
+/// 1 to 8 per internal node, as in an octree) level by level, deepest first. `sums` provides the per-node
+/// temporaries.
 template <class ExecutionSpace, class PositionsView, class MassesView, class Ranges, class IntView,
           class Centres, class Radii, class NodeMasses>
 void compute_node_moments(const ExecutionSpace& space, const PositionsView& positions,

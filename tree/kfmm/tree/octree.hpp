@@ -4,8 +4,8 @@
 /// Construction (no host loop over particles or nodes; about 20 + levels kernels and two host round
 /// trips: the box, unless the caller passes it, and the level sizes with the node count; a tree
 /// deeper than the first sort resolves repeats the sort and the topology, with one more round trip):
-/// 1. bounding box and non-finite check (one reduction, the first round trip), 63-bit Morton keys
-///    relative to the box;
+/// 1. bounding box and non-finite check (one kernel, bounding_box.hpp; the first round trip), 63-bit
+///    Morton keys relative to the box;
 /// 2. keys sorted with the permutation (sort.hpp, the sort seam) by their top 3 D bits only, i.e. by
 ///    their cells at level D = default_sort_levels(N, leaf_size), ties in caller order. The topology
 ///    below reads only cells at levels <= D from such an order as long as no node lies deeper than D
@@ -28,7 +28,8 @@
 ///    and the level sizes (they size the arrays), and one kernel walks each tile in order with those
 ///    ids as counters and writes every field. (A single parallel_scan carrying 23 counters per item
 ///    took 1.9 ms of the 2.1 ms build at 1e6 on the H200.)
-/// 4. centres, radii and masses bottom-up (node_moments.hpp), one kernel per level.
+/// 4. centres, radii and masses bottom-up (node_moments.hpp), one kernel per level (runs of small
+///    levels share one single-team kernel).
 /// The result depends only on the inputs, never on the backend or the thread count.
 #pragma once
 

@@ -491,24 +491,18 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
                                                             tree.num_children, ws.queue[0], ws.state,
                                                             use_plan ? overflow_at : -1});
 
-  // One kernel per round (or slice): decide, scan by look-back, write (detail::WalkRound).
+  // One kernel per round (or slice): decide, scan by look-back, write (detail::WalkRound). The team size
+  // depends on the kernel alone: queried once per walk, not per round.
   using Round = detail::WalkRound<ExecutionSpace, Real>;
   using Tiles = detail::WalkTiles<ExecutionSpace>;
-  const auto launch_round = [&](Round round, const long long items) {
-    using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-    int team = Tiles::team_size;
-    if (team > 1) team = std::min(team, Policy(space, 1, 1).team_size_max(round, Kokkos::ParallelForTag()));
-    round.tile_items = team * Tiles::items;
-    const long long tiles = std::max<long long>(1, (items + round.tile_items - 1) / round.tile_items);
-    const unsigned long long epoch = ws.tiles.prepare(space, tiles);
-    round.scan = TileScan<memory_space>(ws.tiles, epoch, tiles);
-    Kokkos::parallel_for("kfmm::walk::round",
-                         Policy(space, static_cast<int>(tiles), team)
-                             .set_scratch_size(0, Kokkos::PerTeam(TileScan<memory_space>::scratch_bytes())),
-                         round);
-  };
-  const auto make_round = [&](int cur_queue, long long pair_base, long long next_base, int begin, int m,
-                              int in_at, int out_at, int overflow) {
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+  const int team =
+      Tiles::team_size > 1
+          ? std::min(Tiles::team_size, Policy(space, 1, 1).team_size_max(Round(), Kokkos::ParallelForTag()))
+          : 1;
+  // The buffers are read at each launch: counted rounds grow them between launches.
+  const auto run_round = [&](int cur_queue, long long pair_base, long long next_base, int begin, int m,
+                             int in_at, int out_at, int overflow) {
     Round round;
     round.nodes = nodes;
     round.queue = ws.queue[cur_queue];
@@ -526,8 +520,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     round.in_at = in_at;
     round.out_at = out_at;
     round.overflow_at = overflow;
-    round.tile_items = 0;
-    return round;
+    round.tile_items = team * Tiles::items;
+    const long long tiles = std::max<long long>(1, (m + round.tile_items - 1LL) / round.tile_items);
+    round.scan = TileScan<memory_space>(ws.tiles, ws.tiles.prepare(space, tiles), tiles);
+    Kokkos::parallel_for("kfmm::walk::round",
+                         Policy(space, static_cast<int>(tiles), team)
+                             .set_scratch_size(0, Kokkos::PerTeam(TileScan<memory_space>::scratch_bytes())),
+                         round);
   };
 
   long long open = num_nodes > 0 ? 1 : 0, pairs = 0;
@@ -535,7 +534,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   std::vector<long long> sizes;  // open pairs per round: the next walk's plan
   if (use_plan) {
     for (int r = 0; r < planned; ++r) {
-      launch_round(make_round(cur, 0, 0, 0, caps[r], 2 * r, 2 * r + 2, overflow_at), caps[r]);
+      run_round(cur, 0, 0, 0, caps[r], 2 * r, 2 * r + 2, overflow_at);
       cur = 1 - cur;
     }
     // The one host round trip of the planned rounds: their sizes, the pairs, the overflow flag.
@@ -563,7 +562,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     for (long long begin = 0; begin < open; begin += ws.slice) {
       const int m = static_cast<int>(std::min(ws.slice, open - begin));
       for (;;) {
-        launch_round(make_round(cur, pairs, next, static_cast<int>(begin), m, -1, counted_at, -1), m);
+        run_round(cur, pairs, next, static_cast<int>(begin), m, -1, counted_at, -1);
         long long totals[2];
         Kokkos::deep_copy(Kokkos::View<long long*, Kokkos::HostSpace>(totals, 2),
                           Kokkos::subview(ws.state, Kokkos::make_pair(counted_at, counted_at + 2)));

@@ -44,27 +44,20 @@ KOKKOS_INLINE_FUNCTION bool is_finite(double x) {
 }
 
 /// Reduction value of the bounding-box pass: box plus the number of non-finite inputs. Its `+=` is
-/// the merge of two partial results (Kokkos' default join). Kokkos 3.4 joins through volatile
-/// references and Kokkos 4+ through plain ones, so both overloads exist; the unused one is inert.
+/// the merge of two partial results; it also reads volatile partials (other teams' results).
 struct BoxReduction {
   double lo[3], hi[3];
   long long non_finite;
 
   KOKKOS_INLINE_FUNCTION BoxReduction()
       : lo{DBL_MAX, DBL_MAX, DBL_MAX}, hi{-DBL_MAX, -DBL_MAX, -DBL_MAX}, non_finite(0) {}
-  KOKKOS_INLINE_FUNCTION void operator+=(const BoxReduction& o) {
+  KOKKOS_INLINE_FUNCTION void operator+=(const volatile BoxReduction& o) {
     for (int a = 0; a < 3; ++a) {
-      lo[a] = o.lo[a] < lo[a] ? o.lo[a] : lo[a];
-      hi[a] = o.hi[a] > hi[a] ? o.hi[a] : hi[a];
+      const double olo = o.lo[a], ohi = o.hi[a];
+      lo[a] = olo < lo[a] ? olo : lo[a];
+      hi[a] = ohi > hi[a] ? ohi : hi[a];
     }
     non_finite += o.non_finite;
-  }
-  KOKKOS_INLINE_FUNCTION void operator+=(const volatile BoxReduction& o) volatile {
-    for (int a = 0; a < 3; ++a) {
-      lo[a] = o.lo[a] < lo[a] ? o.lo[a] : lo[a];
-      hi[a] = o.hi[a] > hi[a] ? o.hi[a] : hi[a];
-    }
-    non_finite = non_finite + o.non_finite;  // no compound assignment on volatile (C++20)
   }
 };
 
@@ -105,6 +98,17 @@ struct BoxTeams {
     if (i < n_mass && !is_finite(static_cast<double>(masses(i)))) acc.non_finite += 1;
   }
 
+  /// The team's values merged along a fixed tree in scratch; the result in s(0) for every thread.
+  KOKKOS_INLINE_FUNCTION static void combine(const Team& team, const Scratch& s, const BoxReduction& value) {
+    const int r = team.team_rank();
+    s(r) = value;
+    team.team_barrier();
+    for (int h = team_size / 2; h > 0; h /= 2) {
+      if (r < h) s(r) += s(r + h);
+      team.team_barrier();
+    }
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
     const int r = team.team_rank(), league = team.league_rank();
     BoxReduction acc;
@@ -118,12 +122,7 @@ struct BoxTeams {
         add(acc, static_cast<int>(i));
     }
     Scratch s(team.team_scratch(0), team_size);
-    s(r) = acc;
-    team.team_barrier();
-    for (int h = team_size / 2; h > 0; h /= 2) {
-      if (r < h) s(r) += s(r + h);
-      team.team_barrier();
-    }
+    combine(team, s, acc);
     int last = 0;
     if (r == 0) {
       partials(league) = s(0);
@@ -137,21 +136,8 @@ struct BoxTeams {
     // waited one memory latency per team: ~0.1 ms for 256 teams on the H200.)
     Kokkos::memory_fence();
     BoxReduction mine;
-    for (int t = r; t < teams; t += team_size) {
-      const volatile BoxReduction& p = partials(t);
-      for (int a = 0; a < 3; ++a) {
-        const double lo = p.lo[a], hi = p.hi[a];
-        mine.lo[a] = lo < mine.lo[a] ? lo : mine.lo[a];
-        mine.hi[a] = hi > mine.hi[a] ? hi : mine.hi[a];
-      }
-      mine.non_finite += p.non_finite;
-    }
-    s(r) = mine;
-    team.team_barrier();
-    for (int h = team_size / 2; h > 0; h /= 2) {
-      if (r < h) s(r) += s(r + h);
-      team.team_barrier();
-    }
+    for (int t = r; t < teams; t += team_size) mine += static_cast<const volatile BoxReduction&>(partials(t));
+    combine(team, s, mine);
     if (r == 0) {
       partials(teams) = s(0);
       done(0) = 0;

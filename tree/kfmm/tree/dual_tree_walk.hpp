@@ -19,9 +19,9 @@
 ///     tiles (core/kfmm/core/tile_scan.hpp), i.e. the offsets of a global exclusive scan in queue order;
 ///   writes each pair's final pair (far or near) or its child pairs at its offsets.
 /// A decision is made once and kept in registers until its pair is written. (The round used to be three
-/// kernels, classify, a device scan and emit, whose scans cost ~0.2 ms at 1e6 particles on the H200; in
-/// one kernel the 22 rounds take ~0.83 against ~0.86 ms of kernel time, because the small top rounds still
-/// pay ~8-16 us of latency each: docs/benchmarks.md.) Rounds larger than 2^24 pairs run in slices, so the
+/// kernels, classify, a device scan and emit: four launches. At 1e6 particles on the H200 one kernel per
+/// round saves launches, not kernel time, since the small top rounds still pay ~8-16 us of latency each:
+/// docs/benchmarks.md.) Rounds larger than 2^24 pairs run in slices, so the
 /// packed 31-bit child count cannot wrap. A counted round's totals come back to the host; writes past a
 /// buffer's end are dropped and the round runs again once the buffer has grown (its input is unchanged).
 ///

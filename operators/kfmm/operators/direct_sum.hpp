@@ -148,7 +148,7 @@ void direct_sum_impl(const ExecutionSpace& space, const PosView& positions, cons
     }
   };
   const int n = static_cast<int>(positions.extent(0));
-  if (eps2 > 0) {
+  if (eps2 >= compat::smallest_normal<double>()) {  // (else the guarded pair term: p2p.hpp)
     launch(DirectSumKernel<ExecutionSpace, Subset, false, PosView, MassView, TgtView, AccView, PotView>{
         positions, masses, targets, accelerations, potentials, n, n_targets, G, eps2});
   } else {

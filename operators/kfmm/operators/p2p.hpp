@@ -80,26 +80,47 @@ struct alignas(4 * sizeof(Real)) P2PSource {
   Real x, y, z, m;
 };
 
-/// One target against a block of sources (device building block): sources begin, begin+step, ...
-/// < end of `sources` are taken, except `masked` (the target itself in a self pass; -1 for none),
-/// which is excluded before the reciprocal square root. Adds the unscaled sums (see p2p_pair) to ax,
-/// ay, az, phi.
+/// R targets against a block of sources (device building block): sources begin, begin+step, ... < end
+/// of `sources` are taken, each read once for all R targets; target r skips `masked[r]` (the target
+/// itself in a self pass; -1 for none), excluded before the reciprocal square root. Adds the unscaled
+/// sums (see p2p_pair) to ax[r], ay[r], az[r], phi[r]. (Two targets per source read halve the shared
+/// loads and the loop overhead per interaction: docs/kernels.md.)
+template <bool GuardZero, bool Masked, int R, class Real>
+KOKKOS_INLINE_FUNCTION void p2p_targets_vs_sources(const Real (&xi)[R], const Real (&yi)[R],
+                                                   const Real (&zi)[R], const P2PSource<Real>* sources,
+                                                   int begin, int end, int step, Real eps2,
+                                                   const int (&masked)[R], Real (&ax)[R], Real (&ay)[R],
+                                                   Real (&az)[R], Real (&phi)[R]) {
+  KFMM_PRAGMA_UNROLL_BY(4)
+  for (int j = begin; j < end; j += step) {
+    const P2PSource<Real> b = sources[j];
+    for (int r = 0; r < R; ++r) {
+      Real mj = b.m;
+      Real e2 = eps2;
+      if constexpr (Masked) {
+        // i == j: dx = dy = dz = 0; a unit r^2 and a zero mass make the term exactly zero.
+        const bool self = j == masked[r];
+        mj = self ? Real(0) : mj;
+        e2 = self ? Real(1) : e2;
+      }
+      p2p_pair<GuardZero>(b.x - xi[r], b.y - yi[r], b.z - zi[r], mj, e2, ax[r], ay[r], az[r], phi[r]);
+    }
+  }
+}
+
+/// One target against a block of sources: p2p_targets_vs_sources with R = 1.
 template <bool GuardZero, bool Masked, class Real>
 KOKKOS_INLINE_FUNCTION void p2p_target_vs_sources(Real xi, Real yi, Real zi, const P2PSource<Real>* sources,
                                                   int begin, int end, int step, Real eps2, int masked,
                                                   Real& ax, Real& ay, Real& az, Real& phi) {
-  for (int j = begin; j < end; j += step) {
-    const P2PSource<Real> b = sources[j];
-    Real mj = b.m;
-    Real e2 = eps2;
-    if constexpr (Masked) {
-      // i == j: dx = dy = dz = 0; a unit r^2 and a zero mass make the term exactly zero.
-      const bool self = j == masked;
-      mj = self ? Real(0) : mj;
-      e2 = self ? Real(1) : e2;
-    }
-    p2p_pair<GuardZero>(b.x - xi, b.y - yi, b.z - zi, mj, e2, ax, ay, az, phi);
-  }
+  const Real x[1] = {xi}, y[1] = {yi}, z[1] = {zi};
+  const int mask[1] = {masked};
+  Real a0[1] = {ax}, a1[1] = {ay}, a2[1] = {az}, p[1] = {phi};
+  p2p_targets_vs_sources<GuardZero, Masked, 1>(x, y, z, sources, begin, end, step, eps2, mask, a0, a1, a2, p);
+  ax = a0[0];
+  ay = a1[0];
+  az = a2[0];
+  phi = p[0];
 }
 
 namespace detail {
@@ -219,22 +240,28 @@ struct P2PHostKernel {
   }
 };
 
-/// GPU variant: one team per chunk, source tiles in team scratch, one target per thread (see file comment).
+/// GPU variant: one team per chunk, source tiles in team scratch (see file comment).
 /// The chunk's source leaves (at most `max_leaves`) are looked up once, in parallel: their particle
 /// ranges and an exclusive scan of their sizes go to scratch, so a tile is filled by one flat,
 /// independent load per particle (a leaf-by-leaf fill chained a dependent global load per leaf), and
 /// the next tile's loads are in flight while the team computes on the current one. Tiles hold
-/// `tile` = 2 x team size sources.
+/// `tile` = kTileRecords x team size sources.
+/// Each thread owns kTargets targets of the leaf (target slots k and k + slots) and a slice of the
+/// sources, read once from scratch for all of them; the team holds up to kTargets x team size targets
+/// per block, so a leaf of 33-64 targets keeps every thread of a 64-thread team busy (with one target
+/// per thread such a leaf left up to half of them idle).
 template <bool GuardZero, class ExecutionSpace, class Data, class Real, class Acc>
 struct P2PTeamKernel {
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  static constexpr int kTargets = 2;      // targets per thread
+  static constexpr int kTileRecords = 4;  // source records per thread and tile
   Data d;
-  int tile;        // source particles per tile
+  int tile;        // source particles per tile: kTileRecords x team size
   int max_leaves;  // source leaves per chunk at most
 
   static size_t scratch_bytes(int team_size, int tile, int max_leaves) {
     return sizeof(P2PSource<Real>) * static_cast<size_t>(tile) +
-           4 * sizeof(Acc) * static_cast<size_t>(team_size) +
+           4 * kTargets * sizeof(Acc) * static_cast<size_t>(team_size) +
            2 * sizeof(int) * (static_cast<size_t>(max_leaves) + 1) + 3 * 64;
   }
 
@@ -263,6 +290,7 @@ struct P2PTeamKernel {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
+    constexpr int R = kTargets;
     const int c = m.league_rank();
     const int r = d.chunk_row(c);
     const int k0 = d.chunk_begin(c);
@@ -275,7 +303,7 @@ struct P2PTeamKernel {
     const int tid = m.team_rank();
     auto* buf = static_cast<P2PSource<Real>*>(
         m.team_shmem().get_shmem_aligned(sizeof(P2PSource<Real>) * tile, alignof(P2PSource<Real>)));
-    Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * sizeof(Acc) * T, 16));
+    Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * R * sizeof(Acc) * T, 16));
     int* prefix = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
     int* start = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
     const int leaves = k1 - k0;
@@ -313,33 +341,52 @@ struct P2PTeamKernel {
         [&](const int j, int& self) { self += d.sources(k0 + j) == tleaf ? 1 : 0; }, has_self);
     m.team_barrier();
     const int total = prefix[leaves];
-    const int nb = nt < T ? nt : T;  // targets per block
-    const int S = T / nb;            // slices: threads sharing one target
-    const int t = tid % nb;
-    const int s = tid / nb;
+    const int nb = nt < R * T ? nt : R * T;  // targets per block
+    const int slots = (nb + R - 1) / R;      // threads per slice; slot k owns targets k, k + slots, ...
+    const int S = T / slots;                 // slices: threads sharing the same targets
+    const int slot = tid % slots;
+    const int s = tid / slots;
     for (int tb = 0; tb < nt; tb += nb) {
       const int nblk = (nt - tb) < nb ? (nt - tb) : nb;
-      const bool active = s < S && t < nblk;
-      const int i = t0 + tb + (t < nblk ? t : 0);
-      const Real xi = static_cast<Real>(d.positions(i, 0));
-      const Real yi = static_cast<Real>(d.positions(i, 1));
-      const Real zi = static_cast<Real>(d.positions(i, 2));
-      Acc ax = 0, ay = 0, az = 0, ph = 0;
-      // Tiles of 2T sources; each thread holds its two records of the next tile in registers while
-      // the team computes on the current one (the global loads overlap the compute).
-      P2PSource<Real> next[2];
+      const bool active = s < S;
+      int local[R];  // the thread's targets within the block (a target past the block repeats the first)
+      Real xi[R], yi[R], zi[R];
+      for (int q = 0; q < R; ++q) {
+        const int k = slot + q * slots;
+        local[q] = k < nblk ? k : slot < nblk ? slot : 0;
+        const int i = t0 + tb + local[q];
+        xi[q] = static_cast<Real>(d.positions(i, 0));
+        yi[q] = static_cast<Real>(d.positions(i, 1));
+        zi[q] = static_cast<Real>(d.positions(i, 2));
+      }
+      Acc ax[R], ay[R], az[R], ph[R];
+      for (int q = 0; q < R; ++q) ax[q] = ay[q] = az[q] = ph[q] = Acc(0);
+      const auto accumulate = [&](const Real(&px)[R], const Real(&py)[R], const Real(&pz)[R],
+                                  const Real(&pp)[R]) {
+        for (int q = 0; q < R; ++q) {
+          ax[q] += px[q];
+          ay[q] += py[q];
+          az[q] += pz[q];
+          ph[q] += pp[q];
+        }
+      };
+      // Tiles of kTileRecords x T sources; each thread holds its records of the next tile in
+      // registers while the team computes on the current one (the global loads overlap the compute).
+      P2PSource<Real> next[kTileRecords];
       const auto prefetch = [&](const int base) {
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < kTileRecords; ++j) {
           const int q = tid + j * T;
           if (q < tile && base + q < total) next[j] = fetch(prefix, start, leaves, base + q);
         }
       };
       const auto stage = [&](const int base) {
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < kTileRecords; ++j) {
           const int q = tid + j * T;
           if (q < tile && base + q < total) buf[q] = next[j];
         }
       };
+      int none[R], self_at[R];
+      for (int q = 0; q < R; ++q) none[q] = -1;
       prefetch(0);
       stage(0);
       m.team_barrier();
@@ -347,12 +394,10 @@ struct P2PTeamKernel {
         const int fill = (total - base) < tile ? (total - base) : tile;
         if (base + tile < total) prefetch(base + tile);
         if (active) {
-          Real px = 0, py = 0, pz = 0, pp = 0;
-          p2p_target_vs_sources<GuardZero, false>(xi, yi, zi, buf, s, fill, S, d.eps2, -1, px, py, pz, pp);
-          ax += px;
-          ay += py;
-          az += pz;
-          ph += pp;
+          Real px[R] = {}, py[R] = {}, pz[R] = {}, pp[R] = {};
+          p2p_targets_vs_sources<GuardZero, false, R>(xi, yi, zi, buf, s, fill, S, d.eps2, none, px, py, pz,
+                                                      pp);
+          accumulate(px, py, pz, pp);
         }
         m.team_barrier();
         if (base + tile < total) {
@@ -366,29 +411,30 @@ struct P2PTeamKernel {
           for (int q = tid; q < take; q += T) buf[q] = source(t0 + base + q);
           m.team_barrier();
           if (active) {
-            Real px = 0, py = 0, pz = 0, pp = 0;
-            const int self = tb + t - base;
-            p2p_target_vs_sources<GuardZero, true>(xi, yi, zi, buf, s, take, S, d.eps2, self, px, py, pz, pp);
-            ax += px;
-            ay += py;
-            az += pz;
-            ph += pp;
+            for (int q = 0; q < R; ++q) self_at[q] = tb + local[q] - base;
+            Real px[R] = {}, py[R] = {}, pz[R] = {}, pp[R] = {};
+            p2p_targets_vs_sources<GuardZero, true, R>(xi, yi, zi, buf, s, take, S, d.eps2, self_at, px, py,
+                                                       pz, pp);
+            accumulate(px, py, pz, pp);
           }
           m.team_barrier();
         }
       }
-      // fixed-order reduction over the slices of each target
-      red[4 * tid + 0] = active ? ax : Acc(0);
-      red[4 * tid + 1] = active ? ay : Acc(0);
-      red[4 * tid + 2] = active ? az : Acc(0);
-      red[4 * tid + 3] = active ? ph : Acc(0);
+      // fixed-order reduction over the slices of each target: red[4 (R tid + q) + component]
+      for (int q = 0; q < R; ++q) {
+        red[4 * (R * tid + q) + 0] = active ? ax[q] : Acc(0);
+        red[4 * (R * tid + q) + 1] = active ? ay[q] : Acc(0);
+        red[4 * (R * tid + q) + 2] = active ? az[q] : Acc(0);
+        red[4 * (R * tid + q) + 3] = active ? ph[q] : Acc(0);
+      }
       m.team_barrier();
       for (int e = tid; e < 4 * nblk; e += T) {
-        const int tt = e / 4;
-        const int q = e % 4;
-        Acc sum = red[4 * tt + q];
-        for (int ss = 1; ss < S; ++ss) sum += red[4 * (ss * nb + tt) + q];
-        d.emit(c, t0 + tb + tt, tb + tt, q, sum);
+        const int k = e / 4;  // target within the block: slot k % slots, its (k / slots)-th target
+        const int comp = e % 4;
+        const int at = R * (k % slots) + k / slots;
+        Acc sum = red[4 * at + comp];
+        for (int ss = 1; ss < S; ++ss) sum += red[4 * (R * ss * slots + at) + comp];
+        d.emit(c, t0 + tb + k, tb + k, comp, sum);
       }
       m.team_barrier();
     }
@@ -432,7 +478,7 @@ void p2p_impl(const ExecutionSpace& space,
   d.partial = workspace.template partial<Acc>(chunks.partial_size);
   d.G = static_cast<Acc>(G);
   d.eps2 = static_cast<Real>(softening * softening);
-  const bool guard = !(d.eps2 > Real(0));
+  const bool guard = !(d.eps2 >= compat::smallest_normal<Real>());  // (rsqrt_or_zero's bound)
 
   bool done = false;
   if constexpr (host) {  // the host kernel is never instantiated for device backends
@@ -451,10 +497,10 @@ void p2p_impl(const ExecutionSpace& space,
   if (!done) {
     using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
     const int team = options.team_size > 0 ? options.team_size : 64;
-    const int tile = 2 * team;
     auto run = [&](auto kernel) {
       using K = decltype(kernel);
-      const size_t bytes = K::scratch_bytes(team, tile, per_chunk);
+      kernel.tile = K::kTileRecords * team;
+      const size_t bytes = K::scratch_bytes(team, kernel.tile, per_chunk);
       require(bytes <= static_cast<size_t>(Policy::scratch_size_max(0)), "p2p: team_size = ", team,
               " with leaves_per_chunk = ", per_chunk, " needs ", bytes,
               " bytes of team scratch, more than the backend's ", Policy::scratch_size_max(0));
@@ -466,9 +512,9 @@ void p2p_impl(const ExecutionSpace& space,
                            kernel);
     };
     if (guard) {
-      run(P2PTeamKernel<true, ExecutionSpace, Data, Real, Acc>{d, tile, per_chunk});
+      run(P2PTeamKernel<true, ExecutionSpace, Data, Real, Acc>{d, 0, per_chunk});
     } else {
-      run(P2PTeamKernel<false, ExecutionSpace, Data, Real, Acc>{d, tile, per_chunk});
+      run(P2PTeamKernel<false, ExecutionSpace, Data, Real, Acc>{d, 0, per_chunk});
     }
   }
 

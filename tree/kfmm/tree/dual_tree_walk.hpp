@@ -347,15 +347,16 @@ struct WalkRound {
 
 /// After the sort: the bounds of every row per node, far [0, 1) and near [2, 3), by binary search of the
 /// sorted keys (far keys are the target t, near keys near_bit + t), and the index of the first near pair.
-/// One thread per node: ~4 log2(pairs) cached reads each, instead of a pass over every pair (a per-pair
-/// boundary-marking kernel took ~0.1 ms for 1e7 pairs on the H200).
+/// Four threads per node, one search each (index 4 num_nodes: the first near pair): ~log2(pairs)
+/// dependent cached reads per thread, instead of a pass over every pair (a per-pair boundary-marking
+/// kernel took ~0.1 ms for 1e7 pairs on the H200) or four chained searches (~25 us at 2e5 particles).
 template <class MemorySpace>
 struct WalkRowBounds {
   Kokkos::View<const unsigned*, MemorySpace> keys;
   Kokkos::View<int* [4], MemorySpace> bounds;
   Kokkos::View<int*, MemorySpace> split;
   unsigned long long near_bit;
-  int pairs;
+  int pairs, num_nodes;
   /// First index whose key is >= key (pairs when none).
   KOKKOS_INLINE_FUNCTION int lower_bound(const unsigned long long key) const {
     int lo = 0, hi = pairs;
@@ -369,13 +370,13 @@ struct WalkRowBounds {
     }
     return lo;
   }
-  KOKKOS_INLINE_FUNCTION void operator()(const int t) const {
-    const unsigned long long far = static_cast<unsigned long long>(t), near = near_bit + far;
-    bounds(t, 0) = lower_bound(far);
-    bounds(t, 1) = lower_bound(far + 1);
-    bounds(t, 2) = lower_bound(near);
-    bounds(t, 3) = lower_bound(near + 1);
-    if (t == 0) split(0) = lower_bound(near_bit);
+  KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
+    if (k == 4 * num_nodes) {
+      split(0) = lower_bound(near_bit);
+      return;
+    }
+    const int t = k / 4, q = k % 4;  // bound q of node t: far begin, far end, near begin, near end
+    bounds(t, q) = lower_bound((q >= 2 ? near_bit : 0ULL) + static_cast<unsigned long long>(t) + (q & 1));
   }
 };
 
@@ -594,8 +595,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   sort_by_key(space, ws.pair_keys, ws.pair_sources, n_pairs, node_bits + 1, ws.sort);
   if (num_nodes > 0) {
     Kokkos::parallel_for(
-        "kfmm::walk::row_bounds", Range(space, 0, num_nodes),
-        detail::WalkRowBounds<memory_space>{ws.pair_keys, ws.bounds, ws.split, near_bit, n_pairs});
+        "kfmm::walk::row_bounds", Range(space, 0, 4LL * num_nodes + 1),
+        detail::WalkRowBounds<memory_space>{ws.pair_keys, ws.bounds, ws.split, near_bit, n_pairs, num_nodes});
   }
   detail::reserve_at_least(ws.far_rows, num_nodes, "kfmm::walk::far_rows");
   detail::reserve_at_least(ws.far_offsets, num_nodes + 1LL, "kfmm::walk::far_offsets");

@@ -169,6 +169,16 @@ struct TopologyTiles {
   }
 };
 
+/// GPU topology tile: each thread walks its tile serially (one dependent load chain per position), so
+/// small inputs want short tiles to fill the GPU and large ones long tiles to keep the count matrix
+/// (23 rows x tiles) and its scan small: N / 32768 rounded up to a power of two, within [8, 64] (at
+/// 2e5 particles 8 instead of 64: 3125 threads left most of the H200 idle for ~75 us).
+inline int default_topology_tile(const int n) {
+  int tile = 8;
+  while (tile < 64 && static_cast<long long>(tile) * 32768 < n) tile *= 2;
+  return tile;
+}
+
 /// Copies the first id of every row (the level offsets, then the leaf row's) and the total (entry
 /// topology_slots) out of the scanned count matrix, for one copy to the host.
 template <class MemorySpace>
@@ -285,8 +295,9 @@ struct OctreeWorkspace {
   ScanWorkspace<MemorySpace> scan;                             ///< the count matrix's scan temporaries
   MomentSums<MemorySpace> sums;                                ///< the moments' per-node accumulators
   detail::BoxWorkspace<MemorySpace> box;                       ///< the box reduction's buffers
-  /// Sorted positions per topology tile (one thread each); 0 picks 4096 on host spaces, 64 on GPUs.
-  /// The tree does not depend on it (tests vary it).
+  /// Sorted positions per topology tile (one thread each); 0 picks 4096 on host spaces and on GPUs
+  /// N / 32768 rounded up to a power of two within [8, 64] (detail::default_topology_tile). The tree
+  /// does not depend on it (tests vary it).
   int topology_tile = 0;
   /// The last build's tree was deeper than its default sort levels: the next build sorts all key
   /// bits at once instead of trying the partial sort first (the tree does not depend on it).
@@ -397,9 +408,10 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       window_levels(space, keys, n, leaf_size, workspace.dl, workspace.runs);
       // Nodes per (level, tile), scanned into first ids; the level offsets are the host round trip.
       topology.n = n;
-      topology.tile = workspace.topology_tile > 0
-                          ? workspace.topology_tile
-                          : (detail::is_host_execution_space<ExecutionSpace> ? 4096 : 64);
+      topology.tile =
+          workspace.topology_tile > 0
+              ? workspace.topology_tile
+              : (detail::is_host_execution_space<ExecutionSpace> ? 4096 : detail::default_topology_tile(n));
       topology.tiles = (n + 1 + topology.tile - 1) / topology.tile;
       detail::reserve_at_least(workspace.counts,
                                static_cast<size_t>(detail::topology_slots) * topology.tiles + 1,

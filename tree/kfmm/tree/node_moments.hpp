@@ -11,14 +11,18 @@
 ///   corner of the node's particle bounding box), a bound that is exact up to the curvature of the
 ///   children's spheres and never looser than the box corner.
 /// - Mass: the sum of the signed masses.
-/// Every node is computed by one thread in a fixed order (particles, then children), so the results
-/// are bitwise identical run after run and across backends.
+/// One kernel does the whole tree: a thread per leaf computes its leaf, then counts itself in at its
+/// parent (an atomic arrival counter); the child that arrives last computes the parent from all its
+/// children and goes on up (the bottom-up scheme of Karras, "Maximizing parallelism in the construction
+/// of BVHs, octrees, and k-d trees", HPG 2012). Nothing waits, so no schedule can deadlock. Every node
+/// is computed by one thread in a fixed order (particles, then children in id order), whichever
+/// thread it is, so the results are bitwise identical run after run and across backends. (A kernel per
+/// level cost ~8-12 us of latency per level on the H200 whatever its size.)
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
 #include <string>
-#include <vector>
 
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
@@ -53,9 +57,14 @@ struct MomentSums {
   Kokkos::View<double* [4], Kokkos::LayoutRight, MemorySpace> weights;  ///< sum |m|, |m| x, |m| y, |m| z
   Kokkos::View<double* [6], Kokkos::LayoutRight, MemorySpace> boxes;    ///< particle box: lo xyz, hi xyz
   Kokkos::View<double*, MemorySpace> mass;                              ///< sum m
+  /// Children counted in per node during the bottom-up kernel; zero between calls (the thread that
+  /// finishes a node resets its counter).
+  Kokkos::View<int*, MemorySpace> arrivals;
 
   void reserve(int num_nodes) {
     if (static_cast<int>(mass.extent(0)) >= num_nodes) return;
+    arrivals = decltype(arrivals)();
+    arrivals = decltype(arrivals)("kfmm::moments::arrivals", num_nodes);  // (zeroed)
     const auto alloc = [](const char* label) {
       return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
     };
@@ -145,7 +154,15 @@ struct LeafMoments {
   }
 };
 
-/// Internal node `node` of one level: combined from its children (one thread; leaves are skipped).
+/// A value another thread wrote during this kernel, read past this core's cache (volatile: on GPUs
+/// L1 is not coherent, and a line cached for a neighbouring node may predate the write).
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T coherent(const T& value) {
+  return *static_cast<const volatile T*>(&value);
+}
+
+/// Internal node `node`: combined from its children (one thread), which other threads of the same
+/// kernel computed: their values are read with coherent().
 template <class IntView, class Centres, class Radii, class NodeMasses, class MemorySpace>
 struct InternalMoments {
   using Real = typename Centres::non_const_value_type;
@@ -163,15 +180,15 @@ struct InternalMoments {
     // to `count` waited one memory latency per child and value: ~12 us per level on the H200.)
     const int last = first + count - 1;
     double w[4] = {0, 0, 0, 0}, m = 0;
-    double box[6] = {s.boxes(first, 0), s.boxes(first, 1), s.boxes(first, 2),
-                     s.boxes(first, 3), s.boxes(first, 4), s.boxes(first, 5)};
+    double box[6];
+    for (int q = 0; q < 6; ++q) box[q] = coherent(s.boxes(first, q));
     for (int batch = 0; batch < 8; batch += 4) {
       double cw[4][4], cm[4], cb[4][6];
       for (int j = 0; j < 4; ++j) {
         const int c = first + batch + j < last ? first + batch + j : last;
-        for (int q = 0; q < 4; ++q) cw[j][q] = s.weights(c, q);
-        cm[j] = s.mass(c);
-        for (int q = 0; q < 6; ++q) cb[j][q] = s.boxes(c, q);
+        for (int q = 0; q < 4; ++q) cw[j][q] = coherent(s.weights(c, q));
+        cm[j] = coherent(s.mass(c));
+        for (int q = 0; q < 6; ++q) cb[j][q] = coherent(s.boxes(c, q));
       }
       for (int j = 0; j < 4; ++j) {
         if (batch + j < count) {  // (no break: the loops stay unrolled, the arrays in registers)
@@ -193,8 +210,8 @@ struct InternalMoments {
     double cc[8][3], cr[8];
     for (int j = 0; j < 8; ++j) {
       const int c = first + j < last ? first + j : last;
-      for (int a = 0; a < 3; ++a) cc[j][a] = static_cast<double>(centres(c, a));
-      cr[j] = static_cast<double>(radii(c));
+      for (int a = 0; a < 3; ++a) cc[j][a] = static_cast<double>(coherent(centres(c, a)));
+      cr[j] = static_cast<double>(coherent(radii(c)));
     }
     double r_children = 0;
     for (int j = 0; j < 8; ++j) {
@@ -217,20 +234,25 @@ struct InternalMoments {
   }
 };
 
-/// Consecutive internal levels deepest .. shallowest of at most team_size nodes each, in one team:
-/// a level, a barrier, the level above.
-template <class ExecutionSpace, class Internal>
-struct SmallLevelMoments {
-  static constexpr int team_size = is_host_execution_space<ExecutionSpace> ? 1 : 256;
+/// The whole bottom-up pass, one thread per leaf (see the file comment): the leaf, then every ancestor
+/// whose last child this thread finished.
+template <class Leaf, class Internal, class IntView, class MemorySpace>
+struct BottomUpMoments {
+  Leaf leaf;
   Internal internal;
-  int offsets[24];  // level offsets (levels 0 .. 22 and the end)
-  int deepest, shallowest;
-  KOKKOS_INLINE_FUNCTION void operator()(
-      const typename Kokkos::TeamPolicy<ExecutionSpace>::member_type& team) const {
-    for (int l = deepest; l >= shallowest; --l) {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, offsets[l], offsets[l + 1]),
-                           [&](const int node) { internal(node); });
-      team.team_barrier();  // (the level above reads this level's results)
+  IntView parent, num_children;
+  Kokkos::View<int*, MemorySpace> arrivals;
+  KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
+    leaf(k);
+    for (int node = leaf.leaves(k);;) {
+      const int up = parent(node);
+      if (up < 0) return;
+      Kokkos::memory_fence();  // this node's results are visible before its arrival is
+      if (Kokkos::atomic_fetch_add(&arrivals(up), 1) != num_children(up) - 1) return;  // not the last
+      Kokkos::memory_fence();  // the siblings' results, visible before their arrivals, are read after
+      arrivals(up) = 0;        // (ready for the next call)
+      internal(up);
+      node = up;
     }
   }
 };
@@ -239,17 +261,17 @@ struct SmallLevelMoments {
 
 /// Computes centres, radii and masses of every node from particle positions and masses in tree
 /// (sorted) order; `origin_in` is a point near the particles (e.g. the box corner) that the
-/// double-precision weighted sums are taken relative to. `leaves` lists the leaf nodes, `level_offsets`
-/// (host) the node ranges of each level; internal nodes are combined from their children (contiguous ids,
-/// 1 to 8 per internal node, as in an octree) level by level, deepest first. `sums` provides the per-node
-/// temporaries.
+/// double-precision weighted sums are taken relative to. `leaves` lists the leaf nodes, `parent` the
+/// parent of every node (-1 for the root); internal nodes are combined from their children (contiguous
+/// ids, 1 to 8 per internal node, as in an octree), each as soon as its last child is done, in one
+/// kernel. `sums` provides the per-node temporaries.
 template <class ExecutionSpace, class PositionsView, class MassesView, class Ranges, class IntView,
           class Centres, class Radii, class NodeMasses>
 void compute_node_moments(const ExecutionSpace& space, const PositionsView& positions,
-                          const MassesView& masses, const Ranges& ranges, const IntView& first_child,
-                          const IntView& num_children, const IntView& leaves,
-                          const std::vector<int>& level_offsets, const double origin_in[3],
-                          const Centres& centres, const Radii& radii, const NodeMasses& node_masses,
+                          const MassesView& masses, const Ranges& ranges, const IntView& parent,
+                          const IntView& first_child, const IntView& num_children, const IntView& leaves,
+                          const double origin_in[3], const Centres& centres, const Radii& radii,
+                          const NodeMasses& node_masses,
                           MomentSums<typename ExecutionSpace::memory_space>& sums) {
   using memory_space = typename ExecutionSpace::memory_space;
   const int num_nodes = static_cast<int>(ranges.extent(0));
@@ -260,35 +282,14 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
   const detail::Point3 origin{{origin_in[0], origin_in[1], origin_in[2]}};
   sums.reserve(num_nodes);
   const MomentSums<memory_space> s = sums;
-
-  Kokkos::parallel_for("kfmm::moments::leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
-                       detail::LeafMoments<PositionsView, MassesView, Ranges, IntView, Centres, Radii,
-                                           NodeMasses, memory_space>{positions, masses, ranges, leaves,
-                                                                     centres, radii, node_masses, s, origin});
-
-  // Internal levels, deepest first: a kernel per large level; each run of consecutive small levels
-  // (the top of the tree, and the thin deepest levels of clustered inputs) in one single-team kernel,
-  // since each such level cost a launch and ~12 us of latency on the H200 whatever its size.
+  using Leaf = detail::LeafMoments<PositionsView, MassesView, Ranges, IntView, Centres, Radii, NodeMasses,
+                                   memory_space>;
   using Internal = detail::InternalMoments<IntView, Centres, Radii, NodeMasses, memory_space>;
-  const Internal internal{first_child, num_children, centres, radii, node_masses, s, origin};
-  using Small = detail::SmallLevelMoments<ExecutionSpace, Internal>;
-  const int num_levels = static_cast<int>(level_offsets.size()) - 1;
-  const auto small = [&](int l) { return level_offsets[l + 1] - level_offsets[l] <= Small::team_size; };
-  for (int l = num_levels - 2; l >= 0;) {
-    if (!small(l)) {
-      Kokkos::parallel_for("kfmm::moments::internal",
-                           Kokkos::RangePolicy<ExecutionSpace>(space, level_offsets[l], level_offsets[l + 1]),
-                           internal);
-      --l;
-      continue;
-    }
-    Small run{internal, {}, l, l};
-    while (run.shallowest > 0 && small(run.shallowest - 1)) --run.shallowest;
-    for (int k = run.shallowest; k <= run.deepest + 1; ++k) run.offsets[k] = level_offsets[k];
-    Kokkos::parallel_for("kfmm::moments::small_levels",
-                         Kokkos::TeamPolicy<ExecutionSpace>(space, 1, Small::team_size), run);
-    l = run.shallowest - 1;
-  }
+  Kokkos::parallel_for("kfmm::moments", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
+                       detail::BottomUpMoments<Leaf, Internal, IntView, memory_space>{
+                           Leaf{positions, masses, ranges, leaves, centres, radii, node_masses, s, origin},
+                           Internal{first_child, num_children, centres, radii, node_masses, s, origin},
+                           parent, num_children, s.arrivals});
 }
 
 }  // namespace kfmm

@@ -1,7 +1,7 @@
 /// \file octree.hpp
 /// The adaptive octree, built on the execution space from the caller's positions and masses.
 ///
-/// Construction (no host loop over particles or nodes; about 20 + levels kernels and two host round
+/// Construction (no host loop over particles or nodes; about 20 kernels and two host round
 /// trips: the box, unless the caller passes it, and the level sizes with the node count; a tree
 /// deeper than the first sort resolves repeats the sort and the topology, with one more round trip):
 /// 1. bounding box and non-finite check (one kernel, bounding_box.hpp; the first round trip), 63-bit
@@ -28,8 +28,8 @@
 ///    and the level sizes (they size the arrays), and one kernel walks each tile in order with those
 ///    ids as counters and writes every field. (A single parallel_scan carrying 23 counters per item
 ///    took 1.9 ms of the 2.1 ms build at 1e6 on the H200.)
-/// 4. centres, radii and masses bottom-up (node_moments.hpp), one kernel per level (runs of small
-///    levels share one single-team kernel).
+/// 4. centres, radii and masses bottom-up (node_moments.hpp) in one kernel: each parent is computed
+///    by the thread that finished its last child.
 /// The result depends only on the inputs, never on the backend or the thread count.
 #pragma once
 
@@ -267,7 +267,7 @@ void permute_to_caller_order(const ExecutionSpace& space, const Octree<Execution
 }
 
 /// Recomputes centres, radii and node masses for new masses (given in the caller's order) on the same
-/// topology: no re-sort, one gather and the bottom-up pass (1 + num_levels kernels).
+/// topology: no re-sort, one gather and the bottom-up pass (one kernel).
 template <class ExecutionSpace, class Real, class MassesView>
 void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& tree,
                     const MassesView& masses) {
@@ -279,8 +279,8 @@ void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& t
   require(r.non_finite == 0, "update_moments: ", r.non_finite, " masses are NaN or infinite");
   permute_to_tree_order(space, tree, masses, tree.masses);
   MomentSums<typename ExecutionSpace::memory_space> sums;
-  compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.first_child, tree.num_children,
-                       tree.leaves, tree.level_offsets, tree.frame.lo, tree.centres, tree.radii,
+  compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.parent, tree.first_child,
+                       tree.num_children, tree.leaves, tree.frame.lo, tree.centres, tree.radii,
                        tree.node_masses, sums);
 }
 
@@ -491,8 +491,8 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   }
 
   // 4. Moments.
-  compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.first_child, tree.num_children,
-                       tree.leaves, tree.level_offsets, tree.frame.lo, tree.centres, tree.radii,
+  compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.parent, tree.first_child,
+                       tree.num_children, tree.leaves, tree.frame.lo, tree.centres, tree.radii,
                        tree.node_masses, workspace.sums);
 }
 

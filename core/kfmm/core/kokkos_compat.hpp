@@ -130,6 +130,14 @@ KOKKOS_INLINE_FUNCTION Real rsqrt_or_zero(Real x) {
 #endif
 }
 
+/// A value that another thread of the same kernel may have written, read past this core's cache
+/// (volatile: on GPUs L1 is not coherent, and a line cached earlier may predate the write). For
+/// naturally aligned scalars of at most 8 bytes the load cannot tear.
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION T coherent_load(const T& value) {
+  return *static_cast<const volatile T*>(&value);
+}
+
 /// `KFMM_PRAGMA_UNROLL` before a loop asks device compilers (CUDA, HIP) to unroll it completely
 /// when its trip count is a compile-time constant (operators templated on the expansion order).
 /// Host compilers get nothing: forcing complete unrolling there (`#pragma GCC unroll`) made the M2L

@@ -12,7 +12,8 @@
 /// order as a global exclusive scan, so the offsets, and everything written at them, are identical to the
 /// three-kernel pipeline's and independent of scheduling.
 ///
-/// A tile's state is one 64-bit word, read and written atomically: value << 8 | epoch << 2 | status
+/// A tile's state is one 64-bit word, written atomically and read with plain coherent loads (one
+/// 64-bit load cannot tear; an atomic read-modify-write per predecessor cost more): value << 8 | epoch << 2 | status
 /// (status 1: aggregate, 2: inclusive prefix; values below 2^56). The epoch (1 .. 63) tells this launch's
 /// words from older ones, so the array needs no clearing between launches; it is cleared once every
 /// 63 launches, when the epoch wraps. The ticket counter resets itself: the team that takes the last
@@ -25,6 +26,7 @@
 #include <string>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
 
 namespace kfmm {
 
@@ -109,7 +111,7 @@ struct TileScan {
       // One word per thread for the tiles next, next - 1, ... (tile 0 always ends the walk).
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, window), [&](const int lane) {
         const long long p = next - lane;
-        seen(lane) = p >= 0 ? Kokkos::atomic_fetch_add(&words(p), 0ULL) : tag | 2ULL;
+        seen(lane) = p >= 0 ? compat::coherent_load(words(p)) : tag | 2ULL;
       });
       team.team_barrier();
       // Every thread reads the window the same way: aggregates up to the first inclusive prefix.

@@ -154,15 +154,8 @@ struct LeafMoments {
   }
 };
 
-/// A value another thread wrote during this kernel, read past this core's cache (volatile: on GPUs
-/// L1 is not coherent, and a line cached for a neighbouring node may predate the write).
-template <class T>
-KOKKOS_FORCEINLINE_FUNCTION T coherent(const T& value) {
-  return *static_cast<const volatile T*>(&value);
-}
-
 /// Internal node `node`: combined from its children (one thread), which other threads of the same
-/// kernel computed: their values are read with coherent().
+/// kernel computed: their values are read with compat::coherent_load().
 template <class IntView, class Centres, class Radii, class NodeMasses, class MemorySpace>
 struct InternalMoments {
   using Real = typename Centres::non_const_value_type;
@@ -181,14 +174,14 @@ struct InternalMoments {
     const int last = first + count - 1;
     double w[4] = {0, 0, 0, 0}, m = 0;
     double box[6];
-    for (int q = 0; q < 6; ++q) box[q] = coherent(s.boxes(first, q));
+    for (int q = 0; q < 6; ++q) box[q] = compat::coherent_load(s.boxes(first, q));
     for (int batch = 0; batch < 8; batch += 4) {
       double cw[4][4], cm[4], cb[4][6];
       for (int j = 0; j < 4; ++j) {
         const int c = first + batch + j < last ? first + batch + j : last;
-        for (int q = 0; q < 4; ++q) cw[j][q] = coherent(s.weights(c, q));
-        cm[j] = coherent(s.mass(c));
-        for (int q = 0; q < 6; ++q) cb[j][q] = coherent(s.boxes(c, q));
+        for (int q = 0; q < 4; ++q) cw[j][q] = compat::coherent_load(s.weights(c, q));
+        cm[j] = compat::coherent_load(s.mass(c));
+        for (int q = 0; q < 6; ++q) cb[j][q] = compat::coherent_load(s.boxes(c, q));
       }
       for (int j = 0; j < 4; ++j) {
         if (batch + j < count) {  // (no break: the loops stay unrolled, the arrays in registers)
@@ -210,8 +203,8 @@ struct InternalMoments {
     double cc[8][3], cr[8];
     for (int j = 0; j < 8; ++j) {
       const int c = first + j < last ? first + j : last;
-      for (int a = 0; a < 3; ++a) cc[j][a] = static_cast<double>(coherent(centres(c, a)));
-      cr[j] = static_cast<double>(coherent(radii(c)));
+      for (int a = 0; a < 3; ++a) cc[j][a] = static_cast<double>(compat::coherent_load(centres(c, a)));
+      cr[j] = static_cast<double>(compat::coherent_load(radii(c)));
     }
     double r_children = 0;
     for (int j = 0; j < 8; ++j) {

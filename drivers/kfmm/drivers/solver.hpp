@@ -578,6 +578,7 @@ class Solver {
     M2LOptions m2l_options;
     m2l_options.lane = options_.m2l_lane;
     m2l_options.deterministic = options_.deterministic;
+    m2l_options.validate = false;  // (the walk's lists: sources hold exactly their pairs)
     m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
     clock.stop(Stage::m2l);
     for (int l = 1; l < t.num_levels; ++l) {
@@ -593,6 +594,7 @@ class Solver {
     P2POptions p2p_options;
     p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
     p2p_options.deterministic = options_.deterministic;
+    p2p_options.validate = false;
     p2p(space_, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
         acc_sorted_, pot_sorted_, p2p_options, p2p_workspace_);
     clock.stop(Stage::p2p);

@@ -54,6 +54,9 @@ struct M2LOptions {
   /// per pair with Kokkos Kernels' SerialGemm (only when kfmm is built with Kokkos Kernels; requesting
   /// it without throws). Off by default: the structured loop is faster (docs/kernels.md).
   bool baseline_kokkos_kernels = false;
+  /// Check that far_list.sources holds the list's last offset of pairs: one device-to-host copy
+  /// (a host round trip). A caller whose lists come from kfmm::dual_tree_walk may turn it off.
+  bool validate = true;
 };
 
 /// Name of a lane ("automatic", "fused", "baseline").

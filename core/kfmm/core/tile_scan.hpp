@@ -13,9 +13,9 @@
 /// three-kernel pipeline's and independent of scheduling.
 ///
 /// A tile's state is one 64-bit word, written atomically and read with plain coherent loads (one
-/// 64-bit load cannot tear; an atomic read-modify-write per predecessor cost more): value << 8 | epoch << 2 | status
-/// (status 1: aggregate, 2: inclusive prefix; values below 2^56). The epoch (1 .. 63) tells this launch's
-/// words from older ones, so the array needs no clearing between launches; it is cleared once every
+/// 64-bit load cannot tear; an atomic read-modify-write per predecessor cost more): value << 8 | epoch << 2 |
+/// status (status 1: aggregate, 2: inclusive prefix; values below 2^56). The epoch (1 .. 63) tells this
+/// launch's words from older ones, so the array needs no clearing between launches; it is cleared once every
 /// 63 launches, when the epoch wraps. The ticket counter resets itself: the team that takes the last
 /// ticket of a launch writes it back to 0.
 #pragma once

@@ -46,9 +46,13 @@ struct P2MKernel {
   int order, nc;
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    compute(member, leaves(member.league_rank()));
+  }
+
+  /// The team computes row `leaf` (also the first step of the fused upward pass, upward_pass.hpp).
+  KOKKOS_INLINE_FUNCTION void compute(const Member& member, const int leaf) const {
     const int order = P >= 0 ? P : this->order;
     const int nc = P >= 0 ? num_coefficients(P) : this->nc;
-    const int leaf = leaves(member.league_rank());
     const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
     const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
     Real* out = &multipoles(leaf, 0);

@@ -572,8 +572,9 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
           near_list.offsets.extent(0), " entries, expected rows + 1 = ", near_list.targets.extent(0) + 1);
   if (options.validate) {
     const long long listed_pairs = near_list.num_pairs();  // one device-to-host copy
-    require(static_cast<long long>(near_list.sources.extent(0)) >= listed_pairs, "p2p: near_list.sources has ",
-            near_list.sources.extent(0), " entries, fewer than its ", listed_pairs, " pairs");
+    require(static_cast<long long>(near_list.sources.extent(0)) >= listed_pairs,
+            "p2p: near_list.sources has ", near_list.sources.extent(0), " entries, fewer than its ",
+            listed_pairs, " pairs");
   }
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
   require(G == G && G > -1e300 && G < 1e300, "p2p: G = ", G, " must be finite");

@@ -47,8 +47,8 @@ struct UpwardCase {
       for (int q = tree.level_offsets[l]; q < tree.level_offsets[l + 1]; ++q)
         if (children(q) > 0) parents.push_back(q);
       if (parents.empty()) continue;
-      kfmm::m2m(space, order, kfmm_test::device_ints<M>(parents, "parents"), tree.first_child, tree.num_children,
-                tree.centres, rows);
+      kfmm::m2m(space, order, kfmm_test::device_ints<M>(parents, "parents"), tree.first_child,
+                tree.num_children, tree.centres, rows);
     }
     return rows;
   }
@@ -70,7 +70,8 @@ void expect_same_rows(const Rows& a, const Rows& b, double tol, bool bitwise) {
   REQUIRE(ha.extent(0) == hb.extent(0));
   for (size_t q = 0; q < ha.extent(0); ++q) {
     double scale = 0;
-    for (size_t k = 0; k < ha.extent(1); ++k) scale = std::max(scale, std::abs(static_cast<double>(hb(q, k))));
+    for (size_t k = 0; k < ha.extent(1); ++k)
+      scale = std::max(scale, std::abs(static_cast<double>(hb(q, k))));
     for (size_t k = 0; k < ha.extent(1); ++k) {
       INFO("node " << q << " coefficient " << k);
       REQUIRE(std::isfinite(static_cast<double>(ha(q, k))));
@@ -88,7 +89,7 @@ void check_inputs(double tol) {
   constexpr bool host = kfmm::detail::is_host_execution_space<Space>;
   std::vector<std::pair<std::string, kfmm::HostParticles>> inputs;
   inputs.emplace_back("plummer", kfmm::plummer_sphere(3000, 5));
-  kfmm::HostParticles line(700);  // all on the x axis: a thin, deep tree
+  kfmm::HostParticles line(700);    // all on the x axis: a thin, deep tree
   kfmm::HostParticles clumps(900);  // three clumps of coincident particles and a sprinkle
   for (int i = 0; i < 700; ++i) {
     line.positions(i, 0) = std::sin(0.37 * i) * 3.0;
@@ -124,7 +125,8 @@ TEMPLATE_LIST_TEST_CASE("upward_pass equals P2M then M2M level by level", "[solv
   check_inputs<TestType, float>(2e-6);
 }
 
-TEMPLATE_LIST_TEST_CASE("upward_pass refuses inconsistent trees", "[solver][upward]", kfmm_test::ExecutionSpaces) {
+TEMPLATE_LIST_TEST_CASE("upward_pass refuses inconsistent trees", "[solver][upward]",
+                        kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   using M = typename Space::memory_space;
   const UpwardCase<Space, double> c(kfmm::plummer_sphere(500, 3), 8);
@@ -138,17 +140,18 @@ TEMPLATE_LIST_TEST_CASE("upward_pass refuses inconsistent trees", "[solver][upwa
   hp(first_child(0)) = 5;
   Kokkos::deep_copy(parent, hp);
   Kokkos::View<double**, Kokkos::LayoutRight, M> rows("rows", c.tree.num_nodes, kfmm::num_coefficients(4));
-  REQUIRE_THROWS_AS(kfmm::upward_pass(Space(), 4, c.tree.positions, c.tree.masses, c.tree.ranges, c.tree.leaves,
-                                      parent, c.tree.first_child, c.tree.num_children, c.tree.centres, rows, ws),
-                    kfmm::Error);
+  REQUIRE_THROWS_AS(
+      kfmm::upward_pass(Space(), 4, c.tree.positions, c.tree.masses, c.tree.ranges, c.tree.leaves, parent,
+                        c.tree.first_child, c.tree.num_children, c.tree.centres, rows, ws),
+      kfmm::Error);
   // Too few multipole columns, a bad order.
   Kokkos::View<double**, Kokkos::LayoutRight, M> narrow("narrow", c.tree.num_nodes, 3);
-  REQUIRE_THROWS_AS(kfmm::upward_pass(Space(), 4, c.tree.positions, c.tree.masses, c.tree.ranges, c.tree.leaves,
-                                      c.tree.parent, c.tree.first_child, c.tree.num_children, c.tree.centres,
-                                      narrow, ws),
-                    kfmm::Error);
-  REQUIRE_THROWS_AS(kfmm::upward_pass(Space(), 17, c.tree.positions, c.tree.masses, c.tree.ranges, c.tree.leaves,
-                                      c.tree.parent, c.tree.first_child, c.tree.num_children, c.tree.centres, rows,
-                                      ws),
-                    kfmm::Error);
+  REQUIRE_THROWS_AS(
+      kfmm::upward_pass(Space(), 4, c.tree.positions, c.tree.masses, c.tree.ranges, c.tree.leaves,
+                        c.tree.parent, c.tree.first_child, c.tree.num_children, c.tree.centres, narrow, ws),
+      kfmm::Error);
+  REQUIRE_THROWS_AS(
+      kfmm::upward_pass(Space(), 17, c.tree.positions, c.tree.masses, c.tree.ranges, c.tree.leaves,
+                        c.tree.parent, c.tree.first_child, c.tree.num_children, c.tree.centres, rows, ws),
+      kfmm::Error);
 }

@@ -109,17 +109,19 @@ struct M2MKernel {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
-    compute(member, parents(member.league_rank()));
+    compute(member, parents(member.league_rank()), Scratch(member.team_scratch(0), nc),
+            Scratch(member.team_scratch(0),
+                    static_cast<std::size_t>(member.team_size()) * expansion_scratch_stride(nc)));
   }
 
-  /// The team computes row `q` from its children's rows.
-  KOKKOS_INLINE_FUNCTION void compute(const Member& member, const int q) const {
+  /// The team computes row `q` from its children's rows, with its scratch `acc` (nc entries) and
+  /// `rows` (team size x expansion_scratch_stride(nc)).
+  KOKKOS_INLINE_FUNCTION void compute(const Member& member, const int q, const Scratch& acc,
+                                      const Scratch& rows) const {
     const int first = first_child(q), count = num_children(q);
     const Real px = centres(q, 0), py = centres(q, 1), pz = centres(q, 2);
     const int team = member.team_size();
-    Scratch acc(member.team_scratch(0), nc);
     const int stride = expansion_scratch_stride(nc);  // (odd: no bank conflicts)
-    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * stride);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { acc(k) = Real(0); });
     member.team_barrier();
     for (int chunk = 0; chunk < count; chunk += team) {

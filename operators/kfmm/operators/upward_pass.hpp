@@ -37,7 +37,8 @@ struct UpwardPassWorkspace {
   void reserve(int num_nodes) {
     if (static_cast<int>(arrivals.extent(0)) >= num_nodes) return;
     arrivals = Kokkos::View<int*, MemorySpace>();
-    arrivals = Kokkos::View<int*, MemorySpace>("kfmm::upward_pass::arrivals", num_nodes + num_nodes / 4);  // (zeroed)
+    arrivals = Kokkos::View<int*, MemorySpace>("kfmm::upward_pass::arrivals",
+                                               num_nodes + num_nodes / 4);  // (zeroed)
   }
 };
 
@@ -63,7 +64,8 @@ struct TreeLinkIsBad {
 };
 
 /// The fused kernel: a leaf per team, then every ancestor whose last child this team finished.
-template <class Leaf, class Parents, class NumChildren, class Internal, class MemorySpace, class ExecutionSpace>
+template <class Leaf, class Parents, class NumChildren, class Internal, class MemorySpace,
+          class ExecutionSpace>
 struct UpwardPassKernel {
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   Leaf leaf;
@@ -71,9 +73,15 @@ struct UpwardPassKernel {
   Parents parent;
   NumChildren num_children;
   Kokkos::View<int*, MemorySpace> arrivals;
+  int nc;  // coefficients per row
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    // One scratch allocation for every step (a team's scratch is a bump allocator).
+    using Scratch = typename Leaf::Scratch;
+    const Scratch acc(member.team_scratch(0), nc);
+    const Scratch rows(member.team_scratch(0),
+                       static_cast<std::size_t>(member.team_size()) * expansion_scratch_stride(nc));
     int node = leaf.leaves(member.league_rank());
-    leaf.compute(member, node);
+    leaf.compute(member, node, acc, rows);
     for (;;) {
       const int up = parent(node);
       if (up < 0) return;
@@ -89,7 +97,7 @@ struct UpwardPassKernel {
       member.team_broadcast(last, 0);
       if (!last) return;
       Kokkos::memory_fence();
-      internal.compute(member, up);
+      internal.compute(member, up, acc, rows);
       node = up;
     }
   }
@@ -110,8 +118,9 @@ struct UpwardPassKernel {
 template <class ExecutionSpace, class Positions, class Masses, class Ranges, class Leaves, class Parents,
           class FirstChild, class NumChildren, class Centres, class Multipoles>
 void upward_pass(const ExecutionSpace& space, int order, const Positions& positions, const Masses& masses,
-                 const Ranges& ranges, const Leaves& leaves, const Parents& parent, const FirstChild& first_child,
-                 const NumChildren& num_children, const Centres& centres, const Multipoles& multipoles,
+                 const Ranges& ranges, const Leaves& leaves, const Parents& parent,
+                 const FirstChild& first_child, const NumChildren& num_children, const Centres& centres,
+                 const Multipoles& multipoles,
                  UpwardPassWorkspace<typename ExecutionSpace::memory_space>& workspace,
                  const ExpansionOptions& options = {}) {
   using Real = typename Multipoles::non_const_value_type;
@@ -125,7 +134,8 @@ void upward_pass(const ExecutionSpace& space, int order, const Positions& positi
   detail::static_check_view<ExecutionSpace, NumChildren, 1>();
   detail::static_check_view<ExecutionSpace, Centres, 2>();
   detail::static_check_view<ExecutionSpace, Multipoles, 2>();
-  static_assert(std::is_floating_point<Real>::value, "kfmm::upward_pass: multipoles must hold float or double");
+  static_assert(std::is_floating_point<Real>::value,
+                "kfmm::upward_pass: multipoles must hold float or double");
   static_assert(std::is_same<typename Positions::non_const_value_type, Real>::value &&
                     std::is_same<typename Masses::non_const_value_type, Real>::value &&
                     std::is_same<typename Centres::non_const_value_type, Real>::value,
@@ -143,7 +153,8 @@ void upward_pass(const ExecutionSpace& space, int order, const Positions& positi
   require(masses.extent(0) == positions.extent(0), "upward_pass: masses has ", masses.extent(0),
           " entries, positions ", positions.extent(0));
   const int num_nodes = static_cast<int>(multipoles.extent(0));
-  require(static_cast<int>(centres.extent(0)) >= num_nodes && static_cast<int>(ranges.extent(0)) >= num_nodes &&
+  require(static_cast<int>(centres.extent(0)) >= num_nodes &&
+              static_cast<int>(ranges.extent(0)) >= num_nodes &&
               static_cast<int>(parent.extent(0)) >= num_nodes &&
               static_cast<int>(first_child.extent(0)) >= num_nodes &&
               static_cast<int>(num_children.extent(0)) >= num_nodes,
@@ -172,12 +183,14 @@ void upward_pass(const ExecutionSpace& space, int order, const Positions& positi
     using Leaf = detail::P2MKernel<P, ExecutionSpace, Positions, Masses, Ranges, Leaves, Centres, Multipoles>;
     using Internal =
         detail::M2MKernel<P, ExecutionSpace, Leaves, FirstChild, NumChildren, Centres, Multipoles, true>;
-    using Kernel = detail::UpwardPassKernel<Leaf, Parents, NumChildren, Internal, memory_space, ExecutionSpace>;
+    using Kernel =
+        detail::UpwardPassKernel<Leaf, Parents, NumChildren, Internal, memory_space, ExecutionSpace>;
     const Kernel kernel{Leaf{positions, masses, ranges, leaves, centres, multipoles, order, nc},
                         Internal{leaves, first_child, num_children, centres, multipoles, order, nc},
                         parent,
                         num_children,
-                        workspace.arrivals};
+                        workspace.arrivals,
+                        nc};
     const int stride = expansion_scratch_stride(nc);
     const std::size_t row_bytes = Scratch::shmem_size(nc);
     const int team = detail::choose_team_size<ExecutionSpace>("upward_pass", options.team_size, 32, row_bytes,

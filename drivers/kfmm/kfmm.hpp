@@ -23,6 +23,5 @@
 #include "kfmm/operators/m2m.hpp"
 #include "kfmm/operators/p2m.hpp"
 #include "kfmm/operators/p2p.hpp"
-#include "kfmm/operators/upward_pass.hpp"
 #include "kfmm/tree/dual_tree_walk.hpp"
 #include "kfmm/tree/octree.hpp"

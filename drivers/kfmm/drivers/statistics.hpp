@@ -13,8 +13,8 @@ enum class Stage : int {
   tree,     ///< octree build (Morton sort, nodes, centres, radii)
   walk,     ///< dual-tree walk: far and near interaction lists
   gather,   ///< masses into the tree's order, zeroing of outputs
-  p2m,      ///< multipoles of the leaves and up the tree (one fused kernel, upward_pass.hpp)
-  m2m,      ///< 0: M2M runs in the p2m stage's fused kernel (kept so that stage indices stay stable)
+  p2m,      ///< multipoles of the leaves
+  m2m,      ///< multipoles up the tree, level by level
   m2l,      ///< multipole-to-local over the far list
   l2l,      ///< locals down the tree, level by level
   l2p,      ///< far field at the particles

@@ -17,7 +17,6 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
-#include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
 #include "kfmm/operators/rotation.hpp"
 #include "kfmm/operators/static_order.hpp"
@@ -67,10 +66,8 @@ KOKKOS_INLINE_FUNCTION void m2m_pair(const Real* child, Real tx, Real ty, Real t
 namespace detail {
 
 /// The batched M2M kernel (see m2m below): one team per listed parent. P >= 0: compile-time order.
-/// Coherent: the children's rows were written by other teams of the same kernel (the fused upward
-/// pass, upward_pass.hpp) and are read past this core's cache.
 template <int P, class ExecutionSpace, class Parents, class FirstChild, class NumChildren, class Centres,
-          class Multipoles, bool Coherent = false>
+          class Multipoles>
 struct M2MKernel {
   using Real = typename Multipoles::non_const_value_type;
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -82,15 +79,6 @@ struct M2MKernel {
   Multipoles multipoles;
   int order, nc;
 
-  /// Coefficient k of child c's multipole.
-  KOKKOS_FORCEINLINE_FUNCTION Real child(const int c, const int k) const {
-    if constexpr (Coherent) {
-      return compat::coherent_load(multipoles(c, k));
-    } else {
-      return multipoles(c, k);
-    }
-  }
-
   /// Child c shifted to the parent centre (px, py, pz), into `row`.
   KOKKOS_INLINE_FUNCTION void shift(const int c, const Real px, const Real py, const Real pz,
                                     Real* row) const {
@@ -98,30 +86,24 @@ struct M2MKernel {
     if constexpr (P >= 0) {
       Real a[num_coefficients(P)];  // registers: the loops unroll
       KFMM_PRAGMA_UNROLL
-      for (int k = 0; k < num_coefficients(P); ++k) a[k] = child(c, k);
+      for (int k = 0; k < num_coefficients(P); ++k) a[k] = multipoles(c, k);
       m2m_shift<P>(P, tx, ty, tz, a);
       KFMM_PRAGMA_UNROLL
       for (int k = 0; k < num_coefficients(P); ++k) row[k] = a[k];
     } else {
-      for (int k = 0; k < nc; ++k) row[k] = child(c, k);
+      for (int k = 0; k < nc; ++k) row[k] = multipoles(c, k);
       m2m_shift(order, tx, ty, tz, row);
     }
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
-    compute(member, parents(member.league_rank()), Scratch(member.team_scratch(0), nc),
-            Scratch(member.team_scratch(0),
-                    static_cast<std::size_t>(member.team_size()) * expansion_scratch_stride(nc)));
-  }
-
-  /// The team computes row `q` from its children's rows, with its scratch `acc` (nc entries) and
-  /// `rows` (team size x expansion_scratch_stride(nc)).
-  KOKKOS_INLINE_FUNCTION void compute(const Member& member, const int q, const Scratch& acc,
-                                      const Scratch& rows) const {
+    const int q = parents(member.league_rank());
     const int first = first_child(q), count = num_children(q);
     const Real px = centres(q, 0), py = centres(q, 1), pz = centres(q, 2);
     const int team = member.team_size();
+    Scratch acc(member.team_scratch(0), nc);
     const int stride = expansion_scratch_stride(nc);  // (odd: no bank conflicts)
+    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * stride);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { acc(k) = Real(0); });
     member.team_barrier();
     for (int chunk = 0; chunk < count; chunk += team) {

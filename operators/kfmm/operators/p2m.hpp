@@ -46,23 +46,9 @@ struct P2MKernel {
   int order, nc;
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
-    if (member.team_size() == 1) {  // (no scratch)
-      compute(member, leaves(member.league_rank()), Scratch(), Scratch());
-      return;
-    }
-    const int n = P >= 0 ? num_coefficients(P) : nc;
-    compute(member, leaves(member.league_rank()), Scratch(member.team_scratch(0), n),
-            Scratch(member.team_scratch(0),
-                    static_cast<std::size_t>(member.team_size()) * expansion_scratch_stride(n)));
-  }
-
-  /// The team computes row `leaf` with its scratch `acc` (nc entries) and `rows` (team size x
-  /// expansion_scratch_stride(nc); a one-thread team uses neither). Also the first step of the fused
-  /// upward pass (upward_pass.hpp), which allocates the scratch once for all its steps.
-  KOKKOS_INLINE_FUNCTION void compute(const Member& member, const int leaf, const Scratch& acc,
-                                      const Scratch& rows) const {
     const int order = P >= 0 ? P : this->order;
     const int nc = P >= 0 ? num_coefficients(P) : this->nc;
+    const int leaf = leaves(member.league_rank());
     const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
     const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
     Real* out = &multipoles(leaf, 0);
@@ -74,6 +60,8 @@ struct P2MKernel {
       return;
     }
     const int stride = expansion_scratch_stride(nc);  // (odd: no bank conflicts)
+    Scratch acc(member.team_scratch(0), nc);
+    Scratch rows(member.team_scratch(0), static_cast<std::size_t>(team) * stride);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { acc(k) = Real(0); });
     for (int chunk = begin; chunk < end; chunk += team) {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(member, team), [&](int t) {

@@ -264,17 +264,12 @@ struct WalkRound {
     int target[I], source[I], child_first[I], child_count[I];
     unsigned char action[I];
     unsigned long long sum = 0;
-    // The thread's open pairs are read first, all in flight together; each pair's two node records
-    // then follow its decode. (Reading the queue inside the loop chained a queue and a node latency
-    // per pair; holding all node records too cost registers and was slower.)
-    unsigned long long pairs[I];
-    for (int k = 0; k < I; ++k) pairs[k] = mine + k < open ? queue(begin + mine + k) : 0ULL;
     for (int k = 0; k < I; ++k) {
       count[k] = 0;
       action[k] = kWalkFar;
       target[k] = source[k] = child_first[k] = child_count[k] = 0;
       if (mine + k < open) {
-        const unsigned long long pair = pairs[k];
+        const unsigned long long pair = queue(begin + mine + k);
         const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
         const WalkNode<Real> a = nodes(t);
         const WalkNode<Real> b = nodes(s);

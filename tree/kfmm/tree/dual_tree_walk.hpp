@@ -208,12 +208,17 @@ struct WalkPack {
 
 /// Tile geometry of a walk round: teams of `team_size` threads, each deciding `items` consecutive open
 /// pairs (held in registers from the decision to the write). Host spaces: one thread per team over a
-/// tile of 256; GPUs: 256 threads x 4 pairs. (Staging the gathers, all pairs then all node records,
-/// made the rounds slower on the H200: 113 -> 144 us for a round of 3e6 pairs, register pressure.)
+/// tile of 256; GPUs: 256 threads x 4 pairs, and x 1 pair (`small_items`) in rounds of at most
+/// `small_round` open pairs, where a thread's chain of four dependent pair decisions, not the
+/// throughput, set the round's time. (Staging the gathers, all pairs then all node records, made the
+/// rounds slower on the H200: 113 -> 144 us for a round of 3e6 pairs, register pressure; one pair per
+/// thread in every round made the walk 0.95 -> 1.27 ms at 1e6.)
 template <class ExecutionSpace>
 struct WalkTiles {
   static constexpr bool host = is_host_execution_space<ExecutionSpace>;
   static constexpr int items = host ? 256 : 4;
+  static constexpr int small_items = host ? 256 : 1;
+  static constexpr long long small_round = 16384;
   static constexpr int team_size = host ? 1 : 256;
 };
 
@@ -224,11 +229,11 @@ struct WalkTiles {
 /// exclusive scan of the counts in queue order, so the lists do not depend on the schedule.
 /// Writes past a buffer's extent are dropped; the totals (written by the tile holding the last open
 /// pair) tell the host or the planned-round check that the round must run again with larger buffers.
-template <class ExecutionSpace, class Real>
+template <class ExecutionSpace, class Real, int Items = WalkTiles<ExecutionSpace>::items>
 struct WalkRound {
   using memory_space = typename ExecutionSpace::memory_space;
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
-  static constexpr int I = WalkTiles<ExecutionSpace>::items;
+  static constexpr int I = Items;
 
   Kokkos::View<const WalkNode<Real>*, memory_space, Kokkos::MemoryUnmanaged> nodes;
   Kokkos::View<const unsigned long long*, memory_space> queue;
@@ -494,17 +499,18 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
 
   // One kernel per round (or slice): decide, scan by look-back, write (detail::WalkRound). The team size
   // depends on the kernel alone: queried once per walk, not per round.
-  using Round = detail::WalkRound<ExecutionSpace, Real>;
   using Tiles = detail::WalkTiles<ExecutionSpace>;
+  using Round = detail::WalkRound<ExecutionSpace, Real, Tiles::items>;
+  using SmallRound = detail::WalkRound<ExecutionSpace, Real, Tiles::small_items>;
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   const int team =
       Tiles::team_size > 1
-          ? std::min(Tiles::team_size, Policy(space, 1, 1).team_size_max(Round(), Kokkos::ParallelForTag()))
+          ? std::min({Tiles::team_size, Policy(space, 1, 1).team_size_max(Round(), Kokkos::ParallelForTag()),
+                      Policy(space, 1, 1).team_size_max(SmallRound(), Kokkos::ParallelForTag())})
           : 1;
   // The buffers are read at each launch: counted rounds grow them between launches.
-  const auto run_round = [&](int cur_queue, long long pair_base, long long next_base, int begin, int m,
-                             int in_at, int out_at, int overflow) {
-    Round round;
+  const auto launch = [&](auto round, int cur_queue, long long pair_base, long long next_base, int begin,
+                          int m, int in_at, int out_at, int overflow) {
     round.nodes = nodes;
     round.queue = ws.queue[cur_queue];
     round.next = ws.queue[1 - cur_queue];
@@ -521,13 +527,22 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     round.in_at = in_at;
     round.out_at = out_at;
     round.overflow_at = overflow;
-    round.tile_items = team * Tiles::items;
+    round.tile_items = team * decltype(round)::I;
     const long long tiles = std::max<long long>(1, (m + round.tile_items - 1LL) / round.tile_items);
     round.scan = TileScan<memory_space>(ws.tiles, ws.tiles.prepare(space, tiles), tiles);
     Kokkos::parallel_for("kfmm::walk::round",
                          Policy(space, static_cast<int>(tiles), team)
                              .set_scratch_size(0, Kokkos::PerTeam(TileScan<memory_space>::scratch_bytes())),
                          round);
+  };
+  // (Both tilings write the same lists: the offsets are a global scan's in queue order.)
+  const auto run_round = [&](int cur_queue, long long pair_base, long long next_base, int begin, int m,
+                             int in_at, int out_at, int overflow) {
+    if (Tiles::small_items != Tiles::items && m <= Tiles::small_round) {
+      launch(SmallRound(), cur_queue, pair_base, next_base, begin, m, in_at, out_at, overflow);
+    } else {
+      launch(Round(), cur_queue, pair_base, next_base, begin, m, in_at, out_at, overflow);
+    }
   };
 
   long long open = num_nodes > 0 ? 1 : 0, pairs = 0;

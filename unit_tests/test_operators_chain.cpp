@@ -238,6 +238,35 @@ TEST_CASE("team kernels with several threads per team agree with one thread per 
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("m2m over a whole level keeps the rows of leaves when asked", "[operators][chain]",
+                        kfmm_test::ExecutionSpaces) {
+  // Listing the root and its eight leaves: with keep_childless the leaves keep their P2M rows and the
+  // root equals the M2M of the leaves alone; by default, listed childless nodes get zeros.
+  using Memory = typename TestType::memory_space;
+  const TestType space;
+  const double offset[3] = {6.0, 1.0, -2.0};
+  const TwoClusters c = make_clusters(4, offset, 3);
+  DeviceClusters<TestType, double> d(c);
+  const int p = 5, nc = kfmm::num_coefficients(p);
+  kfmm::ExpansionView<double, Memory> M("M", c.num_nodes, nc), ref("ref", c.num_nodes, nc);
+  const auto leaves = kfmm_test::device_ints<Memory>({1, 2, 3, 4, 5, 6, 7, 8});
+  const auto level = kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5, 6, 7, 8});
+  for (auto* rows : {&M, &ref})
+    kfmm::p2m(space, p, d.positions, d.masses, d.ranges, leaves, d.centres, *rows);
+  kfmm::m2m(space, p, kfmm_test::device_ints<Memory>({0}), d.first_child, d.num_children, d.centres, ref);
+  kfmm::ExpansionOptions keep;
+  keep.keep_childless = true;
+  kfmm::m2m(space, p, level, d.first_child, d.num_children, d.centres, M, keep);
+  auto M_h = kfmm_test::to_host(M);
+  auto ref_h = kfmm_test::to_host(ref);
+  for (int q = 0; q <= 8; ++q)
+    for (int k = 0; k < nc; ++k) CHECK(M_h(q, k) == ref_h(q, k));
+  kfmm::m2m(space, p, leaves, d.first_child, d.num_children, d.centres, M);  // (the default)
+  M_h = kfmm_test::to_host(M);
+  for (int q = 1; q <= 8; ++q)
+    for (int k = 0; k < nc; ++k) CHECK(M_h(q, k) == 0.0);
+}
+
 TEMPLATE_LIST_TEST_CASE("each translation matches its definition", "[operators][chain]",
                         kfmm_test::ExecutionSpaces) {
   // P2M of all source particles about the parent centre == M2M of the leaf multipoles (exact);

@@ -116,46 +116,6 @@ void fill_iota(const ExecutionSpace& space, const IdsView& ids, int n) {
                        Iota<IdsView>{ids});
 }
 
-template <class ChildrenView, class IntView>
-struct CompactInternal {
-  ChildrenView num_children;
-  IntView internal, before;
-  int n;
-  KOKKOS_INLINE_FUNCTION void operator()(const int i, int& count, const bool final) const {
-    const int is_internal = num_children(i) > 0 ? 1 : 0;
-    if (final) {
-      before(i) = count;
-      if (is_internal) internal(count) = i;
-      if (i == n - 1) before(n) = count + is_internal;
-    }
-    count += is_internal;
-  }
-};
-
-/// Compacts the internal nodes (num_children > 0) in id order into `internal` and writes
-/// before(i) = number of internal nodes with id < i, for i = 0..n.
-template <class ExecutionSpace, class ChildrenView, class IntView>
-void compact_internal_nodes(const ExecutionSpace& space, const ChildrenView& num_children, int n,
-                            const IntView& internal, const IntView& before) {
-  Kokkos::parallel_scan("kfmm::Solver::internal_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-                        CompactInternal<ChildrenView, IntView>{num_children, internal, before, n});
-}
-
-template <class IntView>
-struct GatherOffsets {
-  IntView before, level_offsets, out;
-  KOKKOS_INLINE_FUNCTION void operator()(const int l) const { out(l) = before(level_offsets(l)); }
-};
-
-/// out(l) = before(level_offsets(l)) for l = 0..levels.
-template <class ExecutionSpace, class IntView>
-void gather_offsets(const ExecutionSpace& space, const IntView& before, const IntView& level_offsets,
-                    const IntView& out, int levels) {
-  Kokkos::parallel_for("kfmm::Solver::internal_offsets",
-                       Kokkos::RangePolicy<ExecutionSpace>(space, 0, levels + 1),
-                       GatherOffsets<IntView>{before, level_offsets, out});
-}
-
 template <class PermView, class InView, class OutView>
 struct GatherByPermutation {
   PermView perm;
@@ -491,27 +451,14 @@ class Solver {
     return Kokkos::subview(storage, std::make_pair(0, n));
   }
 
-  /// Per-level lists of internal nodes (for M2M) and node ids (for L2L) of the current tree.
+  /// Node ids of the current tree: M2M and L2L take each level's slice of them (nodes are numbered
+  /// level by level, and the level offsets are on the host from the tree build), so no per-level lists
+  /// of internal nodes and no host round trip (they cost ~70 us at 2e5 particles on the H200).
   void prepare_levels() {
     const int num_nodes = tree_.num_nodes;
     const int num_levels = tree_.num_levels;
     node_ids_ = slice(node_ids_storage_, num_nodes, "kfmm::Solver::node_ids");
-    internal_nodes_ = slice(internal_storage_, num_nodes, "kfmm::Solver::internal_nodes");
-    const IntView before = slice(before_storage_, num_nodes + 1, "kfmm::Solver::internal_before");
     detail::fill_iota(space_, node_ids_, num_nodes);
-    detail::compact_internal_nodes(space_, tree_.num_children, num_nodes, internal_nodes_, before);
-    // Internal-node offsets at the level boundaries (nodes are numbered level by level): one small copy.
-    const IntView offsets = slice(level_storage_, 2 * (num_levels + 1), "kfmm::Solver::level_offsets");
-    const IntView level_offsets = Kokkos::subview(offsets, std::make_pair(0, num_levels + 1));
-    const IntView internal_offsets =
-        Kokkos::subview(offsets, std::make_pair(num_levels + 1, 2 * (num_levels + 1)));
-    auto host = Kokkos::create_mirror_view(offsets);
-    for (int l = 0; l <= num_levels; ++l) host(l) = tree_.level_offsets[l];
-    Kokkos::deep_copy(space_, level_offsets, Kokkos::subview(host, std::make_pair(0, num_levels + 1)));
-    detail::gather_offsets(space_, before, level_offsets, internal_offsets, num_levels);
-    Kokkos::deep_copy(space_, host, offsets);
-    space_.fence();
-    internal_level_offsets_.assign(host.data() + num_levels + 1, host.data() + 2 * (num_levels + 1));
 
     stats_.num_nodes = num_nodes;
     stats_.num_leaves = tree_.num_leaves;
@@ -566,11 +513,13 @@ class Solver {
     // Upward pass: P2M on the leaves, M2M level by level from the deepest parents up.
     p2m(space_, p, t.positions, masses_sorted, t.ranges, t.leaves, t.centres, multipoles, trusted);
     clock.stop(Stage::p2m);
+    ExpansionOptions whole_levels = trusted;
+    whole_levels.keep_childless = true;  // (a level's leaves keep their P2M rows)
     for (int l = t.num_levels - 2; l >= 0; --l) {
-      const int b = internal_level_offsets_[l], e = internal_level_offsets_[l + 1];
+      const int b = t.level_offsets[l], e = t.level_offsets[l + 1];
       if (e > b) {
-        m2m(space_, p, Kokkos::subview(internal_nodes_, std::make_pair(b, e)), t.first_child, t.num_children,
-            t.centres, multipoles, trusted);
+        m2m(space_, p, Kokkos::subview(node_ids_, std::make_pair(b, e)), t.first_child, t.num_children,
+            t.centres, multipoles, whole_levels);
       }
     }
     clock.stop(Stage::m2m);
@@ -625,9 +574,7 @@ class Solver {
   OctreeWorkspace<memory_space> tree_workspace_;
   WalkWorkspace<memory_space> walk_workspace_;
   CsrWorkspace<memory_space> m2l_workspace_, p2p_workspace_;  // chunk tables and partial sums
-  std::vector<int> internal_level_offsets_;
-  IntView node_ids_storage_, internal_storage_, before_storage_, level_storage_;
-  IntView node_ids_, internal_nodes_;
+  IntView node_ids_storage_, node_ids_;
   Kokkos::View<Real*, memory_space> masses_sorted_, pot_sorted_;
   Kokkos::View<Real*[3], memory_space> acc_sorted_, scaled_positions_;
   double scale_ = 1;  ///< positions are multiplied by this power of two before the tree is built

@@ -25,6 +25,9 @@ struct ExpansionOptions {
   /// reduction and one host round trip per call). A caller whose lists are consistent by construction
   /// (kfmm::Solver, with the tree it built) may turn it off; a bad id then reads out of bounds.
   bool validate = true;
+  /// m2m only: leave the rows of listed nodes without children untouched instead of zeroing them, so
+  /// that a caller may list a whole level of a tree, leaves (whose P2M rows stay) included.
+  bool keep_childless = false;
 };
 
 namespace detail {

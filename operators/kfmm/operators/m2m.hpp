@@ -78,6 +78,7 @@ struct M2MKernel {
   Centres centres;
   Multipoles multipoles;
   int order, nc;
+  bool keep_childless;
 
   /// Child c shifted to the parent centre (px, py, pz), into `row`.
   KOKKOS_INLINE_FUNCTION void shift(const int c, const Real px, const Real py, const Real pz,
@@ -99,6 +100,7 @@ struct M2MKernel {
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     const int q = parents(member.league_rank());
     const int first = first_child(q), count = num_children(q);
+    if (count == 0 && keep_childless) return;  // (a leaf of a listed level keeps its P2M row)
     const Real px = centres(q, 0), py = centres(q, 1), pz = centres(q, 2);
     const int team = member.team_size();
     Scratch acc(member.team_scratch(0), nc);
@@ -127,7 +129,8 @@ struct M2MKernel {
 
 /// Batched M2M. For every node id `q` in `parents`, OVERWRITES row q of `multipoles` with the sum of
 /// its children's multipoles (children first_child(q) .. first_child(q) + num_children(q) - 1) shifted
-/// to centres(q). A listed parent without children gets zeros. The children's rows must be final
+/// to centres(q). A listed parent without children gets zeros, or keeps its row with
+/// options.keep_childless (so a whole level may be listed). The children's rows must be final
 /// (the solver passes one level at a time, deepest first) and must not be listed as parents in the
 /// same call.
 ///
@@ -183,7 +186,8 @@ void m2m(const ExecutionSpace& space, int order, const Parents& parents, const F
     using Kernel =
         detail::M2MKernel<P, ExecutionSpace, Parents, FirstChild, NumChildren, Centres, Multipoles>;
     using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-    const Kernel kernel{parents, first_child, num_children, centres, multipoles, order, nc};
+    const Kernel kernel{parents,    first_child, num_children, centres,
+                        multipoles, order,       nc,           options.keep_childless};
     const int stride = expansion_scratch_stride(nc);
     const std::size_t row_bytes = Kernel::Scratch::shmem_size(nc);
     const int team = detail::choose_team_size<ExecutionSpace>("m2m", options.team_size, 8, row_bytes,

@@ -254,17 +254,19 @@ struct P2PHostKernel {
 /// independent load per particle (a leaf-by-leaf fill chained a dependent global load per leaf), and
 /// the next tile's loads are in flight while the team computes on the current one. Tiles hold
 /// `tile` = kTileRecords x team size sources.
-/// Each thread owns R targets of the leaf (target slots k, k + slots, ...) and a slice of the sources,
-/// read once from scratch for all R; R in {1, 2, 4} is chosen per leaf size (targets_per_thread: a leaf
-/// of 33-64 targets left up to half of a 64-thread team idle with one target per thread, and small
-/// leaves waste lanes on padding targets with four).
+/// Each thread owns kTargets targets (slots k and k + slots of a block) and a slice of the sources, read
+/// once from scratch for all of them. A block holds at most T targets (teams of >= 2 kTargets threads),
+/// so that S = T / slots >= 2 threads share every slot: a leaf of 65-128 targets runs as blocks of 64 and the
+/// rest (each block passes over the sources again) rather than one block of slots > 32 that left up to half
+/// the team idle. (Choosing 1, 2 or 4 targets per thread per leaf from a cost model was measured slower at
+/// leaves of 32-64: the four-target variant's registers lowered the whole kernel's occupancy.)
 template <bool GuardZero, class ExecutionSpace, class Data, class Real, class Acc>
 struct P2PTeamKernel {
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   // Targets per thread and source records per thread and tile: 2 and 4 in float; 1 and 2 in double,
   // whose pair term needs twice the registers (two targets per thread made the fp64 P2P 1.3x slower
   // at 1e6 Plummer, p 9, theta 0.4, leaf 128 on the H200).
-  static constexpr int kMaxTargets = sizeof(Real) == 4 ? 4 : 1;
+  static constexpr int kTargets = sizeof(Real) == 4 ? 2 : 1;
   static constexpr int kTileRecords = sizeof(Real) == 4 ? 4 : 2;
   Data d;
   int tile;        // source particles per tile: kTileRecords x team size
@@ -272,7 +274,7 @@ struct P2PTeamKernel {
 
   static size_t scratch_bytes(int team_size, int tile, int max_leaves) {
     return sizeof(P2PSource<Real>) * static_cast<size_t>(tile) +
-           4 * kMaxTargets * sizeof(Acc) * static_cast<size_t>(team_size) +
+           4 * kTargets * sizeof(Acc) * static_cast<size_t>(team_size) +
            2 * sizeof(int) * (static_cast<size_t>(max_leaves) + 1) + 3 * 64;
   }
 
@@ -300,27 +302,6 @@ struct P2PTeamKernel {
     return b;
   }
 
-  /// Targets per thread for a leaf of nt targets and a team of T threads: the R in {1, 2, 4} (up to
-  /// kMaxTargets) of the least modelled time, blocks x (16 R + 5) / S instructions per source (16 per
-  /// pair term, 5 per source read and loop step; S slices of the sources, T / ceil(block / R)). A
-  /// function of nt and T alone, so the summation order stays fixed.
-  static KOKKOS_INLINE_FUNCTION int targets_per_thread(const int nt, const int T) {
-    int best = 1;
-    long long best_cost = -1;
-    for (int R = 1; R <= kMaxTargets; R *= 2) {
-      const int nb = nt < R * T ? nt : R * T;
-      const int slots = (nb + R - 1) / R;
-      const long long S = T / slots, blocks = (nt + nb - 1) / nb;
-      // cost ~ blocks (16 R + 5) / S, compared as blocks (16 R + 5) x (product of the other S's)
-      const long long cost = blocks * (16 * R + 5) * (64 * T / S);
-      if (best_cost < 0 || cost < best_cost) {
-        best = R;
-        best_cost = cost;
-      }
-    }
-    return best;
-  }
-
   KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
     const int c = m.league_rank();
     const int r = d.chunk_row(c);
@@ -333,7 +314,7 @@ struct P2PTeamKernel {
     const int T = m.team_size();
     auto* buf = static_cast<P2PSource<Real>*>(
         m.team_shmem().get_shmem_aligned(sizeof(P2PSource<Real>) * tile, alignof(P2PSource<Real>)));
-    Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * kMaxTargets * sizeof(Acc) * T, 16));
+    Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * kTargets * sizeof(Acc) * T, 16));
     int* prefix = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
     int* start = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
     const int leaves = k1 - k0;
@@ -371,24 +352,20 @@ struct P2PTeamKernel {
         [&](const int j, int& self) { self += d.sources(k0 + j) == tleaf ? 1 : 0; }, has_self);
     m.team_barrier();
     const int total = prefix[leaves];
-    if constexpr (kMaxTargets >= 4) {
-      const int R = targets_per_thread(nt, T);
-      if (R == 4) return targets<4>(m, c, t0, nt, buf, red, prefix, start, leaves, total, has_self);
-      if (R == 2) return targets<2>(m, c, t0, nt, buf, red, prefix, start, leaves, total, has_self);
-    }
-    targets<1>(m, c, t0, nt, buf, red, prefix, start, leaves, total, has_self);
+    targets<kTargets>(m, c, t0, nt, buf, red, prefix, start, leaves, total, has_self);
   }
 
-  /// The chunk's work once its sources are indexed: blocks of up to R x T targets, R per thread.
+  /// The chunk's work once its sources are indexed: blocks of up to T targets, R per thread.
   template <int R>
   KOKKOS_INLINE_FUNCTION void targets(const Member& m, const int c, const int t0, const int nt,
                                       P2PSource<Real>* buf, Acc* red, const int* prefix, const int* start,
                                       const int leaves, const int total, const int has_self) const {
     const int T = m.team_size();
     const int tid = m.team_rank();
-    const int nb = nt < R * T ? nt : R * T;  // targets per block
-    const int slots = (nb + R - 1) / R;      // threads per slice; slot k owns targets k, k + slots, ...
-    const int S = T / slots;                 // slices: threads sharing the same targets
+    const int cap = T >= 2 * R ? T : R * T;  // targets per block at most (S >= 2 on teams of >= 2R)
+    const int nb = nt < cap ? nt : cap;
+    const int slots = (nb + R - 1) / R;  // threads per slice; slot k owns targets k, k + slots, ...
+    const int S = T / slots;             // slices: threads sharing the same targets
     const int slot = tid % slots;
     const int s = tid / slots;
     for (int tb = 0; tb < nt; tb += nb) {

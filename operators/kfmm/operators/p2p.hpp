@@ -14,9 +14,9 @@
 /// cost nothing. Each chunk owns its target particles: sums live in registers and each target entry
 /// is written once (a split row's chunks write partial blocks that a second pass sums in fixed order).
 ///   - GPU backends: one team per chunk; the row's source particles are staged through team scratch in
-///     tiles of packed (x, y, z, m); each thread owns one target (threads beyond the leaf size take
-///     interleaved slices of the tile, reduced in fixed order at the end); the self leaf is one extra
-///     masked pass over the target leaf.
+///     tiles of packed (x, y, z, m); each thread owns two targets in float, one in double (the threads
+///     of a team share them in interleaved slices of the tile, reduced in fixed order at the end); the
+///     self leaf is one extra masked pass over the target leaf.
 ///   - host backends: one thread per chunk; targets in blocks of W lanes against one broadcast source,
 ///     a fixed-trip inner loop the compiler vectorises (needs -fno-math-errno, which kfmm's targets use).
 #pragma once

@@ -12,11 +12,11 @@
 /// order as a global exclusive scan, so the offsets, and everything written at them, are identical to the
 /// three-kernel pipeline's and independent of scheduling.
 ///
-/// A tile's state is one 64-bit word, written atomically and read with plain coherent loads (one
-/// 64-bit load cannot tear; an atomic read-modify-write per predecessor cost more): value << 8 | epoch << 2 |
+/// A tile's state is one 64-bit word, written atomically and read with coherent loads (an aligned 64-bit
+/// load cannot tear, so the look-back needs no atomic read-modify-write): value << 8 | epoch << 2 |
 /// status (status 1: aggregate, 2: inclusive prefix; values below 2^56). The epoch (1 .. 63) tells this
-/// launch's words from older ones, so the array needs no clearing between launches; it is cleared once every
-/// 63 launches, when the epoch wraps. The ticket counter resets itself: the team that takes the last
+/// launch's words from older ones, so the array needs no clearing between launches; it is cleared once
+/// every 63 launches, when the epoch wraps. The ticket counter resets itself: the team that takes the last
 /// ticket of a launch writes it back to 0.
 #pragma once
 

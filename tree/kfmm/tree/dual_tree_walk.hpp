@@ -375,12 +375,13 @@ struct WalkRowBounds {
     }
     return lo;
   }
-  KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
-    if (k == 4 * num_nodes) {
+  KOKKOS_INLINE_FUNCTION void operator()(const long long k) const {  // (4 num_nodes may exceed int)
+    if (k == 4LL * num_nodes) {
       split(0) = lower_bound(near_bit);
       return;
     }
-    const int t = k / 4, q = k % 4;  // bound q of node t: far begin, far end, near begin, near end
+    // bound q of node t: far begin, far end, near begin, near end
+    const int t = static_cast<int>(k / 4), q = static_cast<int>(k % 4);
     bounds(t, q) = lower_bound((q >= 2 ? near_bit : 0ULL) + static_cast<unsigned long long>(t) + (q & 1));
   }
 };

@@ -253,7 +253,7 @@ struct P2PHostKernel {
 /// ranges and an exclusive scan of their sizes go to scratch, so a tile is filled by one flat,
 /// independent load per particle (a leaf-by-leaf fill chained a dependent global load per leaf), and
 /// the next tile's loads are in flight while the team computes on the current one. Tiles hold
-/// `tile` = kTileRecords x team size sources.
+/// kTileRecords x team size sources.
 /// Each thread owns kTargets targets (slots k and k + slots of a block) and a slice of the sources, read
 /// once from scratch for all of them. A block holds at most T targets (teams of >= 2 kTargets threads),
 /// so that S = T / slots >= 2 threads share every slot: a leaf of 65-128 targets runs as blocks of 64 and the
@@ -269,11 +269,10 @@ struct P2PTeamKernel {
   static constexpr int kTargets = sizeof(Real) == 4 ? 2 : 1;
   static constexpr int kTileRecords = sizeof(Real) == 4 ? 4 : 2;
   Data d;
-  int tile;        // source particles per tile: kTileRecords x team size
   int max_leaves;  // source leaves per chunk at most
 
-  static size_t scratch_bytes(int team_size, int tile, int max_leaves) {
-    return sizeof(P2PSource<Real>) * static_cast<size_t>(tile) +
+  static size_t scratch_bytes(int team_size, int max_leaves) {
+    return sizeof(P2PSource<Real>) * kTileRecords * static_cast<size_t>(team_size) +
            4 * kTargets * sizeof(Acc) * static_cast<size_t>(team_size) +
            2 * sizeof(int) * (static_cast<size_t>(max_leaves) + 1) + 3 * 64;
   }
@@ -312,8 +311,8 @@ struct P2PTeamKernel {
     const int nt = d.ranges(tleaf, 1) - t0;
     if (nt <= 0) return;
     const int T = m.team_size();
-    auto* buf = static_cast<P2PSource<Real>*>(
-        m.team_shmem().get_shmem_aligned(sizeof(P2PSource<Real>) * tile, alignof(P2PSource<Real>)));
+    auto* buf = static_cast<P2PSource<Real>*>(m.team_shmem().get_shmem_aligned(
+        sizeof(P2PSource<Real>) * kTileRecords * T, alignof(P2PSource<Real>)));
     Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * kTargets * sizeof(Acc) * T, 16));
     int* prefix = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
     int* start = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
@@ -352,16 +351,17 @@ struct P2PTeamKernel {
         [&](const int j, int& self) { self += d.sources(k0 + j) == tleaf ? 1 : 0; }, has_self);
     m.team_barrier();
     const int total = prefix[leaves];
-    targets<kTargets>(m, c, t0, nt, buf, red, prefix, start, leaves, total, has_self);
+    targets(m, c, t0, nt, buf, red, prefix, start, leaves, total, has_self);
   }
 
-  /// The chunk's work once its sources are indexed: blocks of up to T targets, R per thread.
-  template <int R>
+  /// The chunk's work once its sources are indexed: blocks of up to T targets, R = kTargets per thread.
   KOKKOS_INLINE_FUNCTION void targets(const Member& m, const int c, const int t0, const int nt,
                                       P2PSource<Real>* buf, Acc* red, const int* prefix, const int* start,
                                       const int leaves, const int total, const int has_self) const {
+    constexpr int R = kTargets;
     const int T = m.team_size();
     const int tid = m.team_rank();
+    const int tile = kTileRecords * T;       // source records per tile
     const int cap = T >= 2 * R ? T : R * T;  // targets per block at most (S >= 2 on teams of >= 2R)
     const int nb = nt < cap ? nt : cap;
     const int slots = (nb + R - 1) / R;  // threads per slice; slot k owns targets k, k + slots, ...
@@ -521,8 +521,7 @@ void p2p_impl(const ExecutionSpace& space,
     const int team = options.team_size > 0 ? options.team_size : 64;
     auto run = [&](auto kernel) {
       using K = decltype(kernel);
-      kernel.tile = K::kTileRecords * team;
-      const size_t bytes = K::scratch_bytes(team, kernel.tile, per_chunk);
+      const size_t bytes = K::scratch_bytes(team, per_chunk);
       require(bytes <= static_cast<size_t>(Policy::scratch_size_max(0)), "p2p: team_size = ", team,
               " with leaves_per_chunk = ", per_chunk, " needs ", bytes,
               " bytes of team scratch, more than the backend's ", Policy::scratch_size_max(0));
@@ -534,9 +533,9 @@ void p2p_impl(const ExecutionSpace& space,
                            kernel);
     };
     if (guard) {
-      run(P2PTeamKernel<true, ExecutionSpace, Data, Real, Acc>{d, 0, per_chunk});
+      run(P2PTeamKernel<true, ExecutionSpace, Data, Real, Acc>{d, per_chunk});
     } else {
-      run(P2PTeamKernel<false, ExecutionSpace, Data, Real, Acc>{d, 0, per_chunk});
+      run(P2PTeamKernel<false, ExecutionSpace, Data, Real, Acc>{d, per_chunk});
     }
   }
 

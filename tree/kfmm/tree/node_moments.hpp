@@ -154,8 +154,8 @@ struct LeafMoments {
   }
 };
 
-/// Internal node `node`: combined from its children (one thread), which other threads of the same
-/// kernel computed: their values are read with compat::coherent_load().
+/// Internal node `node` (it has children): combined from them by one thread. Other threads of the same
+/// kernel computed the children, so their values are read with compat::coherent_load().
 template <class IntView, class Centres, class Radii, class NodeMasses, class MemorySpace>
 struct InternalMoments {
   using Real = typename Centres::non_const_value_type;
@@ -166,8 +166,7 @@ struct InternalMoments {
   MomentSums<MemorySpace> s;
   Point3 origin;
   KOKKOS_INLINE_FUNCTION void operator()(const int node) const {
-    const int first = first_child(node), count = num_children(node);
-    if (count == 0) return;  // a leaf, done above
+    const int first = first_child(node), count = num_children(node);  // (count >= 1: a parent)
     // Children are read in batches of 4 at clamped (always valid) ids without branches, so that a GPU
     // has a batch's loads in flight together; only children below `count` are added, in order. (A loop
     // to `count` waited one memory latency per child and value: ~12 us per level on the H200.)
@@ -233,7 +232,7 @@ template <class Leaf, class Internal, class IntView, class MemorySpace>
 struct BottomUpMoments {
   Leaf leaf;
   Internal internal;
-  IntView parent, num_children;
+  IntView parent;
   Kokkos::View<int*, MemorySpace> arrivals;
   KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
     leaf(k);
@@ -241,7 +240,7 @@ struct BottomUpMoments {
       const int up = parent(node);
       if (up < 0) return;
       Kokkos::memory_fence();  // this node's results are visible before its arrival is
-      if (Kokkos::atomic_fetch_add(&arrivals(up), 1) != num_children(up) - 1) return;  // not the last
+      if (Kokkos::atomic_fetch_add(&arrivals(up), 1) != internal.num_children(up) - 1) return;  // not last
       Kokkos::memory_fence();  // the siblings' results, visible before their arrivals, are read after
       arrivals(up) = 0;        // (ready for the next call)
       internal(up);
@@ -278,11 +277,11 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
   using Leaf = detail::LeafMoments<PositionsView, MassesView, Ranges, IntView, Centres, Radii, NodeMasses,
                                    memory_space>;
   using Internal = detail::InternalMoments<IntView, Centres, Radii, NodeMasses, memory_space>;
-  Kokkos::parallel_for("kfmm::moments", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
-                       detail::BottomUpMoments<Leaf, Internal, IntView, memory_space>{
-                           Leaf{positions, masses, ranges, leaves, centres, radii, node_masses, s, origin},
-                           Internal{first_child, num_children, centres, radii, node_masses, s, origin},
-                           parent, num_children, s.arrivals});
+  Kokkos::parallel_for(
+      "kfmm::moments", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
+      detail::BottomUpMoments<Leaf, Internal, IntView, memory_space>{
+          Leaf{positions, masses, ranges, leaves, centres, radii, node_masses, s, origin},
+          Internal{first_child, num_children, centres, radii, node_masses, s, origin}, parent, s.arrivals});
 }
 
 }  // namespace kfmm

@@ -110,7 +110,17 @@ void check_walks(const kfmm::WalkOptions& o, std::initializer_list<int> leaf_siz
     for (int leaf_size : leaf_sizes) {
       const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, leaf_size);
       const auto lists = kfmm::dual_tree_walk(Space(), tree, o);
-      check_lists(in, HostTree<Real>(tree), HostList(lists.far), HostList(lists.near), o);
+      const HostTree<Real> host(tree);
+      const HostList far(lists.far);
+      check_lists(in, host, far, HostList(lists.near), o);
+      // top_far_level: the shallowest level of any far target or source (-1 without far pairs).
+      int top = -1;
+      for (size_t r = 0; r < far.targets.size(); ++r)
+        for (int k = far.offsets[r]; k < far.offsets[r + 1]; ++k)
+          for (int node : {far.targets[r], far.sources[k]})
+            if (top < 0 || host.level[node] < top) top = host.level[node];
+      INFO(in.name << " leaf_size = " << leaf_size);
+      REQUIRE(lists.top_far_level == top);
     }
   }
 }
@@ -168,6 +178,7 @@ TEMPLATE_LIST_TEST_CASE("walk of tiny trees", "[tree][walk]", kfmm_test::Executi
   REQUIRE(l0.far.num_pairs() == 0);
   REQUIRE(l0.near.num_pairs() == 0);
   REQUIRE(HostList(l0.near).offsets == std::vector<int>{0});
+  REQUIRE(l0.top_far_level == -1);
   // N = 1: the root's self pair only.
   kfmm_tree_test::DeviceInput<Space, double> d1(kfmm_tree_test::make_input("uniform", 1));
   const auto l1 = kfmm::dual_tree_walk(Space(), kfmm::build_octree(Space(), d1.positions, d1.masses, 4),
@@ -176,6 +187,7 @@ TEMPLATE_LIST_TEST_CASE("walk of tiny trees", "[tree][walk]", kfmm_test::Executi
   REQUIRE(n1.targets == std::vector<int>{0});
   REQUIRE(n1.sources == std::vector<int>{0});
   REQUIRE(l1.far.num_pairs() == 0);
+  REQUIRE(l1.top_far_level == -1);
   // N = 2, leaf_size 1, far apart with theta 0.9: two leaves, one far pair each way, two self pairs.
   auto in2 = kfmm_tree_test::make_input("uniform", 2);
   for (int a = 0; a < 3; ++a) {
@@ -186,6 +198,7 @@ TEMPLATE_LIST_TEST_CASE("walk of tiny trees", "[tree][walk]", kfmm_test::Executi
   const auto t2 = kfmm::build_octree(Space(), d2.positions, d2.masses, 1);
   const auto l2 = kfmm::dual_tree_walk(Space(), t2, kfmm::WalkOptions{0.9});
   REQUIRE(l2.far.num_pairs() == 2);
+  REQUIRE(l2.top_far_level == 1);  // the two leaves are the root's children
   REQUIRE(l2.near.num_pairs() == 2);
   check_lists(in2, HostTree<double>(t2), HostList(l2.far), HostList(l2.near), kfmm::WalkOptions{0.9});
 }

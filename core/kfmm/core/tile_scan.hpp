@@ -6,11 +6,11 @@
 /// TileScan does it in one: each team takes the next tile index from a ticket counter (so a tile's
 /// predecessors were all taken by teams that are already running: no team waits for one that has not
 /// started, on GPUs and on host thread pools alike), counts its tile, publishes the tile's aggregate,
-/// then looks back over the preceding tiles, `lookback_window` at a time on GPUs (one read per thread,
-/// all in flight together; one at a time in a one-thread host team), adding their aggregates until it meets a
-/// published inclusive prefix, and publishes its own. The prefixes are sums of the same counts in the same
-/// order as a global exclusive scan, so the offsets, and everything written at them, are identical to the
-/// three-kernel pipeline's and independent of scheduling.
+/// then looks back over the preceding tiles, up to `lookback_window` at a time on GPUs (one read per
+/// thread, all in flight together, then two team reductions; one at a time in a one-thread host team),
+/// adding their aggregates until it meets a published inclusive prefix, and publishes its own. The prefixes
+/// are sums of the same counts in the same order as a global exclusive scan, so the offsets, and everything
+/// written at them, are identical to the three-kernel pipeline's and independent of scheduling.
 ///
 /// A tile's state is one 64-bit word, written atomically and read with coherent loads (an aligned 64-bit
 /// load cannot tear, so the look-back needs no atomic read-modify-write): value << 8 | epoch << 2 |
@@ -68,7 +68,7 @@ struct TileScanWorkspace {
 /// each team `scratch_bytes()` of level-0 scratch.
 template <class MemorySpace>
 struct TileScan {
-  static constexpr int lookback_window = 32;
+  static constexpr int lookback_window = 256;
   static constexpr unsigned long long max_value = (1ULL << 56) - 1;
   Kokkos::View<unsigned long long*, MemorySpace> words, ticket;
   unsigned long long epoch = 0;
@@ -104,6 +104,9 @@ struct TileScan {
     Scratch seen(team.team_scratch(0), lookback_window);
     // As many predecessors per step as the team has threads, up to the window (a one-thread host team
     // reads one at a time and stops at the first inclusive prefix, usually its direct predecessor's).
+    // When all tiles start together (one wave), every tile publishes its aggregate at about the same
+    // time and tile t sums ~t / window of them before it meets an inclusive prefix, so the window is
+    // wide and each step is two team reductions, not a serial pass over the window.
     const int window = team.team_size() < lookback_window ? team.team_size() : lookback_window;
     unsigned long long prefix = 0;
     long long next = tile - 1;  // the nearest predecessor not yet added
@@ -114,26 +117,29 @@ struct TileScan {
         seen(lane) = p >= 0 ? compat::coherent_load(words(p)) : tag | 2ULL;
       });
       team.team_barrier();
-      // Every thread reads the window the same way: aggregates up to the first inclusive prefix.
+      // The nearest lane that ends this step, as 2 lane (an inclusive prefix) or 2 lane + 1 (a tile not
+      // published yet); the lanes before it hold aggregates. 2 window: every lane holds an aggregate.
+      int stop = 2 * window;
+      Kokkos::parallel_reduce(
+          Kokkos::TeamThreadRange(team, window),
+          [&](const int lane, int& first) {
+            const unsigned long long status = seen(lane) & 0xffULL;
+            const int key = status == (tag | 2ULL)   ? 2 * lane
+                            : status == (tag | 1ULL) ? 2 * window
+                                                     : 2 * lane + 1;
+            if (key < first) first = key;
+          },
+          Kokkos::Min<int>(stop));
+      const bool inclusive = stop < 2 * window && stop % 2 == 0;
+      const int count = stop >= 2 * window ? window : stop / 2 + (inclusive ? 1 : 0);
       unsigned long long add = 0;
-      int status = 1;  // 0: a tile before the first inclusive one is not published yet; 2: done
-      for (int lane = 0; lane < window; ++lane) {
-        const unsigned long long w = seen(lane);
-        if ((w & 0xffULL) != (tag | 1ULL) && (w & 0xffULL) != (tag | 2ULL)) {
-          status = 0;
-          break;
-        }
-        add += w >> 8;
-        if ((w & 3ULL) == 2ULL) {
-          status = 2;
-          break;
-        }
-      }
-      team.team_barrier();        // (all reads of `seen` done before the next window overwrites it)
-      if (status == 0) continue;  // spin on the same window
+      Kokkos::parallel_reduce(
+          Kokkos::TeamThreadRange(team, count),
+          [&](const int lane, unsigned long long& a) { a += seen(lane) >> 8; }, add);
+      team.team_barrier();  // (all reads of `seen` done before the next step overwrites it)
       prefix += add;
-      if (status == 2) break;
-      next -= window;
+      if (inclusive) break;
+      next -= count;  // (count 0: the nearest tile is not published yet; read it again)
     }
     if (team.team_rank() == 0) Kokkos::atomic_exchange(&words(tile), ((prefix + sum) << 8) | tag | 2ULL);
     return prefix;

@@ -515,7 +515,11 @@ class Solver {
     clock.stop(Stage::p2m);
     ExpansionOptions whole_levels = trusted;
     whole_levels.keep_childless = true;  // (a level's leaves keep their P2M rows)
-    for (int l = t.num_levels - 2; l >= 0; --l) {
+    // Levels above the shallowest far pair (lists_.top_far_level; -1: no far pair at all) have no
+    // multipole that M2L reads and no local that is not zero: their M2M and L2L are skipped (each a
+    // latency-bound launch of ~7 us at the top of the tree on the H200).
+    const int top = lists_.top_far_level >= 0 ? lists_.top_far_level : t.num_levels;
+    for (int l = t.num_levels - 2; l >= top; --l) {
       const int b = t.level_offsets[l], e = t.level_offsets[l + 1];
       if (e > b) {
         m2m(space_, p, Kokkos::subview(node_ids_, std::make_pair(b, e)), t.first_child, t.num_children,
@@ -530,7 +534,7 @@ class Solver {
     m2l_options.validate = false;  // (the walk's lists: sources hold exactly their pairs)
     m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
     clock.stop(Stage::m2l);
-    for (int l = 1; l < t.num_levels; ++l) {
+    for (int l = std::max(1, top + 1); l < t.num_levels; ++l) {
       const int b = t.level_offsets[l], e = t.level_offsets[l + 1];
       if (e > b)
         l2l(space_, p, Kokkos::subview(node_ids_, std::make_pair(b, e)), t.parent, t.centres, locals,

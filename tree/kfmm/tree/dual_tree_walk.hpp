@@ -102,6 +102,10 @@ template <class MemorySpace>
 struct InteractionLists {
   InteractionList<MemorySpace> far;   ///< (target node, source node) for M2L, rows by ascending target
   InteractionList<MemorySpace> near;  ///< (target leaf, source leaf) incl. (A, A); one row per leaf
+  /// The shallowest tree level that holds a node of a far pair, -1 when there is no far pair. The far
+  /// list is symmetric ((A, B) far iff (B, A) far), so this is the shallowest level both of a far target
+  /// and of a far source: multipoles above it are never read and locals above it stay zero.
+  int top_far_level = -1;
   WalkStatistics statistics;
 };
 
@@ -130,7 +134,8 @@ struct WalkWorkspace {
   Kokkos::View<unsigned*, MemorySpace> pair_keys;           ///< per final pair: (near << b) | target
   Kokkos::View<int*, MemorySpace> pair_sources;             ///< per final pair: source (the payload)
   Kokkos::View<int* [4], MemorySpace> bounds;               ///< per node: far [begin, end), near [begin, end)
-  Kokkos::View<int*, MemorySpace> split;  ///< [0]: index of the first near pair; [1], [2]: far, near rows
+  /// [0]: index of the first near pair; [1], [2]: far, near rows; [3]: first far target (-1: none)
+  Kokkos::View<int*, MemorySpace> split;
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   SortWorkspace<MemorySpace, unsigned, int> sort;
   TileScanWorkspace<MemorySpace> tiles;  ///< the rounds' look-back state
@@ -212,13 +217,16 @@ struct WalkPack {
 /// `small_round` open pairs, where a thread's chain of four dependent pair decisions, not the
 /// throughput, set the round's time. (Staging the gathers, all pairs then all node records, made the
 /// rounds slower on the H200: 113 -> 144 us for a round of 3e6 pairs, register pressure; one pair per
-/// thread in every round made the walk 0.95 -> 1.27 ms at 1e6.)
+/// thread in every round made the walk 0.95 -> 1.27 ms at 1e6. The bound of 2^18 open pairs, up to
+/// ~1000 tiles, ~2.5 waves of teams, was measured against 2^10, 2^14 and 2^16 on the H200 (bench_tree
+/// BM_walk, theta 0.72): 2e5 particles at leaf 64 0.426 -> 0.403 ms, 1e6 at leaf 128 0.658 -> 0.637 ms
+/// against 2^14; a middle variant of 2 pairs per thread up to 2^18 gained no more.)
 template <class ExecutionSpace>
 struct WalkTiles {
   static constexpr bool host = is_host_execution_space<ExecutionSpace>;
   static constexpr int items = host ? 256 : 4;
   static constexpr int small_items = host ? 256 : 1;
-  static constexpr long long small_round = 16384;
+  static constexpr long long small_round = 262144;
   static constexpr int team_size = host ? 1 : 256;
 };
 
@@ -405,12 +413,14 @@ struct WalkCompactRows {
         if (pairs == 0) split(0) = 0;  // (no pairs: no near pair either)
         split(1) = far_row;            // the row counts, copied to the host with split(0)
         split(2) = near_row;
+        if (far_row == 0) split(3) = -1;  // (no far row)
       }
       return;
     }
     const bool has_far = bounds(t, 1) > bounds(t, 0), has_near = bounds(t, 3) > bounds(t, 2);
     if (final) {
       if (has_far) {
+        if (far_row == 0) split(3) = t;  // the first far target: the shallowest (nodes go level by level)
         far_rows(far_row) = t;
         far_offsets(far_row) = bounds(t, 0);
       }
@@ -491,7 +501,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   require(reinterpret_cast<std::uintptr_t>(ws.node_storage.data()) % alignof(Node) == 0,
           "dual_tree_walk: node storage not aligned to ", alignof(Node), " bytes");
   detail::reserve_at_least(ws.bounds, num_nodes, "kfmm::walk::bounds");
-  detail::reserve_at_least(ws.split, 3, "kfmm::walk::split");
+  detail::reserve_at_least(ws.split, 4, "kfmm::walk::split");
   for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], 1, "kfmm::walk::queue");
   Kokkos::parallel_for("kfmm::walk::pack", Range(space, 0, num_nodes),
                        detail::WalkPack<memory_space, Real>{nodes, tree.centres, tree.radii, tree.first_child,
@@ -622,10 +632,17 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       "kfmm::walk::rows", Range(space, 0, num_nodes + 1),
       detail::WalkCompactRows<memory_space>{ws.bounds, ws.split, ws.far_rows, ws.far_offsets, ws.near_rows,
                                             ws.near_offsets, num_nodes, n_pairs});
-  int split[3];  // first near pair, far rows, near rows: the lists' one copy to the host
-  Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(split, 3),
-                    Kokkos::subview(ws.split, Kokkos::make_pair(0, 3)));
-  const int first_near = split[0], far_rows = split[1], near_rows = split[2];
+  int split[4];  // first near pair, far rows, near rows, first far target: the lists' one copy to the host
+  Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(split, 4),
+                    Kokkos::subview(ws.split, Kokkos::make_pair(0, 4)));
+  const int first_near = split[0], far_rows = split[1], near_rows = split[2], first_far = split[3];
+  if (far_rows > 0) {
+    require(first_far >= 0 && first_far < num_nodes, "dual_tree_walk: first far target ", first_far,
+            " out of range (inconsistent tree)");
+    lists.top_far_level =
+        static_cast<int>(std::upper_bound(tree.level_offsets.begin(), tree.level_offsets.end(), first_far) -
+                         tree.level_offsets.begin() - 1);
+  }
   lists.far.targets = Kokkos::subview(ws.far_rows, Kokkos::make_pair(0, far_rows));
   lists.far.offsets = Kokkos::subview(ws.far_offsets, Kokkos::make_pair(0, far_rows + 1));
   lists.far.sources = Kokkos::subview(ws.pair_sources, Kokkos::make_pair(0, first_near));

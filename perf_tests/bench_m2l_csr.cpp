@@ -84,7 +84,9 @@ void bm_m2l(benchmark::State& state, kfmm::M2LLane lane, bool kokkos_kernels = f
   list.offsets = kfmm_bench::device_ints<Mem>(h.offsets, "offsets");
   list.sources = kfmm_bench::device_ints<Mem>(h.sources, "sources");
   Kokkos::View<Real* [3], Mem> centres("centres", kNodes);
-  kfmm::ExpansionView<Real, Mem> multipoles("multipoles", kNodes, nc), locals("locals", kNodes, nc);
+  // Rows as the solver stores them (kfmm::expansion_row_length: 16-byte rows, read in 16-byte loads).
+  const int row = kfmm::expansion_row_length(order);
+  kfmm::ExpansionView<Real, Mem> multipoles("multipoles", kNodes, row), locals("locals", kNodes, row);
   {
     auto hc = Kokkos::create_mirror_view(centres);
     auto hm = Kokkos::create_mirror_view(multipoles);

@@ -13,16 +13,21 @@ TEST_CASE("expansion layout packs degree n at slots n^2 to n^2+2n", "[core]") {
   }
 }
 
-TEST_CASE("expansion rows hold every coefficient and avoid strides that are multiples of 16", "[core]") {
+TEST_CASE("expansion rows hold every coefficient, are 16-byte multiples and avoid strides of 16 reals",
+          "[core]") {
   for (int p = 0; p <= kfmm::max_order; ++p) {
     const int nc = kfmm::num_coefficients(p), row = kfmm::expansion_row_length(p);
     INFO("order " << p);
     CHECK(row >= nc);
-    CHECK(row <= nc + 1);
+    CHECK(row < nc + 8);
+    CHECK(row % 4 == 0);
     CHECK(row % 16 != 0);
+    CHECK((row / 4) % 2 == 1);
   }
-  CHECK(kfmm::expansion_row_length(7) == 65);
-  CHECK(kfmm::expansion_row_length(6) == 49);
+  CHECK(kfmm::expansion_row_length(7) == 68);
+  CHECK(kfmm::expansion_row_length(6) == 52);
+  CHECK(kfmm::expansion_row_length(5) == 36);
+  CHECK(kfmm::expansion_row_length(0) == 4);
 }
 
 TEST_CASE("order checks name the argument and the range", "[core]") {

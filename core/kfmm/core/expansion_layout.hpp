@@ -32,13 +32,16 @@ inline void check_order(int order, const char* what = "order") {
           max_order);
 }
 
-/// Row length (reals) for storing expansions of order p: num_coefficients(p), plus one when that is a
-/// multiple of 16 (p = 3, 7, 11, 15). A GPU M2L warp reads one coefficient of 32 different rows at once;
-/// with a row of 64 floats (256 bytes, p = 7) those addresses fall into few L1 sets and the kernel ran
-/// 1.6x slower than at p = 8 with 81 (H200, docs/benchmarks.md). Operators take rows of any length
-/// >= num_coefficients(p).
+/// Row length (reals) for storing expansions of order p: num_coefficients(p) rounded up to 4 times an
+/// odd number. A multiple of 4 keeps every row 16-byte aligned, so the GPU M2L reads a source row with
+/// 16-byte loads (a warp reads 32 different rows at once: with one load per coefficient each request
+/// touched 32 sectors, and L1 was the M2L's bottleneck on the H200); an odd multiple of 4 is never a
+/// multiple of 16, so the rows of a warp do not fall into few L1 sets (with 64 floats, 256 bytes at
+/// p = 7, the M2L ran 1.6x slower than at p = 8: docs/benchmarks.md). Operators take rows of any length
+/// >= num_coefficients(p); the 16-byte loads need rows whose length is a multiple of 16 bytes.
 KOKKOS_INLINE_FUNCTION constexpr int expansion_row_length(int order) {
-  return num_coefficients(order) % 16 == 0 ? num_coefficients(order) + 1 : num_coefficients(order);
+  return ((num_coefficients(order) + 3) / 4) % 2 == 1 ? (num_coefficients(order) + 3) / 4 * 4
+                                                      : (num_coefficients(order) + 3) / 4 * 4 + 4;
 }
 
 /// Stride (reals) of per-thread expansion rows in GPU team scratch: nc rounded up to an odd number, so

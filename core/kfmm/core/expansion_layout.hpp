@@ -40,8 +40,8 @@ inline void check_order(int order, const char* what = "order") {
 /// p = 7, the M2L ran 1.6x slower than at p = 8: docs/benchmarks.md). Operators take rows of any length
 /// >= num_coefficients(p); the 16-byte loads need rows whose length is a multiple of 16 bytes.
 KOKKOS_INLINE_FUNCTION constexpr int expansion_row_length(int order) {
-  return ((num_coefficients(order) + 3) / 4) % 2 == 1 ? (num_coefficients(order) + 3) / 4 * 4
-                                                      : (num_coefficients(order) + 3) / 4 * 4 + 4;
+  const int quads = (num_coefficients(order) + 3) / 4;  // 4 reals each, rounded up
+  return 4 * (quads % 2 == 1 ? quads : quads + 1);
 }
 
 /// Stride (reals) of per-thread expansion rows in GPU team scratch: nc rounded up to an odd number, so

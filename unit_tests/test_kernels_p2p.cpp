@@ -287,6 +287,7 @@ TEMPLATE_LIST_TEST_CASE("p2p over all leaf pairs equals the direct sum", "[kerne
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   Space space;
+  constexpr bool host = kfmm::detail::is_host_execution_space<Space>;
   // leaf sizes include empty leaves, single particles and leaves larger than a GPU team / host lane block
   const std::vector<std::vector<int>> layouts = {
       {}, {1}, {2}, {1, 1}, {5, 0, 17, 1, 33, 3}, {130, 7, 64, 65}};
@@ -309,13 +310,22 @@ TEMPLATE_LIST_TEST_CASE("p2p over all leaf pairs equals the direct sum", "[kerne
           expect_close(d.a, d.phi, ref, 1e-13);
         }
       }
+      if (host) {  // Newton's third law over the (symmetric) all-pairs list
+        Kokkos::deep_copy(d.a, 0.0);
+        Kokkos::deep_copy(d.phi, 0.0);
+        kfmm::P2POptions opt;
+        opt.mutual = true;
+        kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 0.7, eps, d.a, d.phi, opt);
+        expect_close(d.a, d.phi, ref, 1e-13);
+      }
       auto f = upload<float, Space>(p);
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < (host ? 6 : 4); ++k) {
         Kokkos::deep_copy(f.a, 0.0f);
         Kokkos::deep_copy(f.phi, 0.0f);
         kfmm::P2POptions opt;
         opt.accumulate_in_double = k % 2 == 1;
-        opt.team_size = k < 2 ? 0 : 1;
+        opt.team_size = k == 2 || k == 3 ? 1 : 0;
+        opt.mutual = k >= 4;
         kfmm::p2p(space, dev.list, dev.ranges, f.x, f.m, 0.7, eps, f.a, f.phi, opt);
         expect_close(f.a, f.phi, ref, 2e-5);
       }
@@ -342,6 +352,14 @@ TEMPLATE_LIST_TEST_CASE("p2p adds and handles coincident points", "[kernels][p2p
     for (auto& v : ref.phi) v += 1;
     kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, eps, d.a, d.phi);
     expect_close(d.a, d.phi, ref, 1e-14);
+    if (kfmm::detail::is_host_execution_space<Space>) {  // and both directions at once: adds the same
+      kfmm::P2POptions opt;
+      opt.mutual = true;
+      kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, eps, d.a, d.phi, opt);
+      for (size_t i = 0; i < ref.a.size(); ++i) ref.a[i] = 2 * ref.a[i] - 1;
+      for (size_t i = 0; i < ref.phi.size(); ++i) ref.phi[i] = 2 * ref.phi[i] - 1;
+      expect_close(d.a, d.phi, ref, 1e-14);
+    }
   }
 }
 
@@ -411,4 +429,75 @@ TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm
   huge_team.team_size = 1 << 20;
   CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, huge_team),
                   kfmm::Error);
+}
+
+// Newton's third law (P2POptions::mutual, host backends): a symmetric random list with repeated pairs,
+// empty leaves and leaves wider than the lanes equals the one-directional reference; asymmetric lists,
+// GPU backends and an explicit team size are refused.
+TEMPLATE_LIST_TEST_CASE("p2p mutual on symmetric lists, refused otherwise", "[kernels][p2p]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using Mem = typename Space::memory_space;
+  Space space;
+  std::mt19937 gen(5);
+  const int leaves = 45;
+  std::vector<int> sizes;
+  for (int i = 0; i < leaves; ++i) sizes.push_back(i == 7 ? 70 : static_cast<int>(gen() % 23));
+  std::vector<std::vector<int>> rows(leaves);
+  for (int a = 0; a < leaves; ++a) {
+    rows[a].push_back(a);
+    for (int b = a + 1; b < leaves; ++b) {
+      const int times = gen() % 4 == 0 ? 1 + (b % 9 == 0) : 0;  // some pairs twice
+      for (int t = 0; t < times; ++t) {
+        rows[a].push_back(b);
+        rows[b].push_back(a);
+      }
+    }
+  }
+  HostList list = leaves_of_sizes(sizes);
+  for (int a = 0; a < leaves; ++a) {
+    std::shuffle(rows[a].begin(), rows[a].end(), gen);
+    list.row((a * 17) % leaves, rows[(a * 17) % leaves]);  // rows in no particular order
+  }
+  const int n = total(sizes);
+  auto dev = upload<Space>(list);
+  auto p = random_particles(n, 21, /*negative_masses=*/true);
+  kfmm::P2POptions opt;
+  opt.mutual = true;
+  auto d = upload<double, Space>(p);
+  if (!kfmm::detail::is_host_execution_space<Space>) {
+    CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, opt), kfmm::Error);
+    return;
+  }
+  kfmm::CsrWorkspace<Mem> ws;
+  std::vector<Kokkos::View<double* [3], Mem>> runs;
+  for (double eps : {0.0, 0.05}) {
+    auto ref = list_reference(p, list, 1.5, eps);
+    for (int rep = 0; rep < 2; ++rep) {
+      Kokkos::deep_copy(d.a, 0.0);
+      Kokkos::deep_copy(d.phi, 0.0);
+      kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.5, eps, d.a, d.phi, opt, ws);
+      expect_close(d.a, d.phi, ref, 1e-13);
+      Kokkos::View<double* [3], Mem> copy("copy", n);
+      Kokkos::deep_copy(copy, d.a);
+      runs.push_back(copy);
+    }
+  }
+  CHECK(bitwise_equal(runs[0], runs[1]));  // deterministic
+  CHECK(bitwise_equal(runs[2], runs[3]));
+  // one pair dropped from one row: asymmetric, refused (and accepted unchecked only without validate)
+  HostList broken = list;
+  broken.sources.erase(broken.sources.begin() + broken.offsets[3]);
+  for (size_t r = 4; r < broken.offsets.size(); ++r) --broken.offsets[r];
+  auto bad = upload<Space>(broken);
+  CHECK_THROWS_AS(kfmm::p2p(space, bad.list, bad.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, opt), kfmm::Error);
+  // a source leaf without a row of its own
+  HostList orphan = leaves_of_sizes({3, 4});
+  orphan.row(0, {0, 1});
+  auto o = upload<Space>(orphan);
+  auto q = upload<double, Space>(random_particles(7, 2));
+  CHECK_THROWS_AS(kfmm::p2p(space, o.list, o.ranges, q.x, q.m, 1.0, 0.0, q.a, q.phi, opt), kfmm::Error);
+  kfmm::P2POptions team = opt;
+  team.team_size = 1;
+  CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, team), kfmm::Error);
 }

@@ -15,7 +15,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/operators/csr_chunks.hpp"
-#include "kfmm/operators/p2p.hpp"
+#include "kfmm/operators/p2p_pair.hpp"
 
 namespace kfmm {
 namespace detail {

@@ -30,6 +30,8 @@
 #include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/core/particle_types.hpp"
 #include "kfmm/operators/csr_chunks.hpp"
+#include "kfmm/operators/p2p_mutual.hpp"
+#include "kfmm/operators/p2p_pair.hpp"
 
 namespace kfmm {
 
@@ -50,112 +52,19 @@ struct P2POptions {
   /// run the one-thread-per-chunk vectorised kernel). A value on a host backend runs the team kernel
   /// there (how the tests check the GPU code path on a CPU); above the backend's maximum it throws.
   int team_size = 0;
+  /// Newton's third law on host backends (p2p_mutual.hpp): each unordered leaf pair of a symmetric
+  /// near list (every (A, B) listed as often as (B, A), as kfmm::dual_tree_walk makes them) is evaluated
+  /// once for both leaves, about half the time of the one-directional host kernel. Needs one buffer
+  /// of 4 sums per particle per host thread (in the workspace). Refused on GPU backends and together
+  /// with an explicit team_size; with `validate`, an asymmetric list is refused.
+  bool mutual = false;
   /// Check that near_list.sources holds the list's last offset of pairs: one device-to-host copy
-  /// (a host round trip). A caller whose lists come from kfmm::dual_tree_walk may turn it off.
+  /// (a host round trip); with `mutual`, also that the list is symmetric (O(sum of squared row
+  /// lengths) on the host). A caller whose lists come from kfmm::dual_tree_walk may turn it off.
   bool validate = true;
 };
 
-/// One softened pair term (building block). With d = x_j - x_i, adds m_j d / (r^2+eps^2)^(3/2) to
-/// (ax, ay, az) and m_j / (r^2+eps^2)^(1/2) to phi; the caller multiplies by G (acceleration) and -G
-/// (potential) once per target. GuardZero (for eps2 == 0): a pair at zero distance adds nothing.
-template <bool GuardZero, class Real>
-KOKKOS_FORCEINLINE_FUNCTION void p2p_pair(Real dx, Real dy, Real dz, Real mass, Real eps2, Real& ax, Real& ay,
-                                          Real& az, Real& phi) {
-  const Real r2 = eps2 + dx * dx + dy * dy + dz * dz;  // (eps2 first: three fused multiply-adds on GPUs)
-  Real rinv;
-  if constexpr (GuardZero) {
-    rinv = compat::rsqrt_or_zero(r2);  // (branch-free on the host, so the lanes vectorise)
-  } else {
-    rinv = compat::rsqrt(r2);
-  }
-  const Real mr = mass * rinv;
-  const Real mr3 = mr * rinv * rinv;
-  phi += mr;
-  ax += dx * mr3;
-  ay += dy * mr3;
-  az += dz * mr3;
-}
-
-/// A source particle as the P2P tiles hold it: position and mass packed and aligned to their size, so
-/// a GPU thread reads one with a single 128-bit shared-memory load (float; two for double).
-template <class Real>
-struct alignas(4 * sizeof(Real)) P2PSource {
-  Real x, y, z, m;
-};
-
-/// R targets against a block of sources (device building block): sources begin, begin+step, ... < end
-/// of `sources` are taken, each read once for all R targets; target r skips `masked[r]` (the target
-/// itself in a self pass; -1 for none), excluded before the reciprocal square root. Adds the unscaled
-/// sums (see p2p_pair) to ax[r], ay[r], az[r], phi[r]. (Two targets per source read halve the shared
-/// loads and the loop overhead per interaction: docs/kernels.md.)
-template <bool GuardZero, bool Masked, int R, class Real>
-KOKKOS_INLINE_FUNCTION void p2p_targets_vs_sources(const Real (&xi)[R], const Real (&yi)[R],
-                                                   const Real (&zi)[R], const P2PSource<Real>* sources,
-                                                   int begin, int end, int step, Real eps2,
-                                                   const int (&masked)[R], Real (&ax)[R], Real (&ay)[R],
-                                                   Real (&az)[R], Real (&phi)[R]) {
-  const auto source = [&](const int j) {
-    const P2PSource<Real> b = sources[j];
-    for (int r = 0; r < R; ++r) {
-      Real mj = b.m;
-      Real e2 = eps2;
-      if constexpr (Masked) {
-        // i == j: dx = dy = dz = 0; a unit r^2 and a zero mass make the term exactly zero.
-        const bool self = j == masked[r];
-        mj = self ? Real(0) : mj;
-        e2 = self ? Real(1) : e2;
-      }
-      p2p_pair<GuardZero>(b.x - xi[r], b.y - yi[r], b.z - zi[r], mj, e2, ax[r], ay[r], az[r], phi[r]);
-    }
-  };
-  if constexpr (sizeof(Real) == 4) {
-    KFMM_PRAGMA_UNROLL_BY(4)
-    for (int j = begin; j < end; j += step) source(j);
-  } else {  // (double: the rsqrt is a long sequence already; unrolling it cost registers)
-    for (int j = begin; j < end; j += step) source(j);
-  }
-}
-
-/// One target against a block of sources: p2p_targets_vs_sources with R = 1.
-template <bool GuardZero, bool Masked, class Real>
-KOKKOS_INLINE_FUNCTION void p2p_target_vs_sources(Real xi, Real yi, Real zi, const P2PSource<Real>* sources,
-                                                  int begin, int end, int step, Real eps2, int masked,
-                                                  Real& ax, Real& ay, Real& az, Real& phi) {
-  const Real x[1] = {xi}, y[1] = {yi}, z[1] = {zi};
-  const int mask[1] = {masked};
-  Real a0[1] = {ax}, a1[1] = {ay}, a2[1] = {az}, p[1] = {phi};
-  p2p_targets_vs_sources<GuardZero, Masked, 1>(x, y, z, sources, begin, end, step, eps2, mask, a0, a1, a2, p);
-  ax = a0[0];
-  ay = a1[0];
-  az = a2[0];
-  phi = p[0];
-}
-
 namespace detail {
-
-/// Host lanes: W targets against one source; the fixed-trip lane loop vectorises. Lane `lane_of_self`
-/// (the lane whose target is this source, on the target's own leaf; -1 for none) is masked.
-template <int W, bool GuardZero, bool Masked, class Real>
-KOKKOS_FORCEINLINE_FUNCTION void p2p_lanes(const Real* xi, const Real* yi, const Real* zi, Real xj, Real yj,
-                                           Real zj, Real mj, Real eps2, int lane_of_self, Real* ax, Real* ay,
-                                           Real* az, Real* phi) {
-  for (int l = 0; l < W; ++l) {
-    const Real dx = xj - xi[l];
-    const Real dy = yj - yi[l];
-    const Real dz = zj - zi[l];
-    Real m = mj;
-    Real e2 = eps2;
-    if constexpr (Masked) {  // i == j: zero mass, unit r^2 (no 0 * inf)
-      const bool self = l == lane_of_self;
-      m = self ? Real(0) : m;
-      e2 = self ? Real(1) : e2;
-    }
-    p2p_pair<GuardZero>(dx, dy, dz, m, e2, ax[l], ay[l], az[l], phi[l]);
-  }
-}
-
-template <class Real>
-inline constexpr int p2p_host_lanes = sizeof(Real) == 4 ? 16 : 8;
 
 /// Shared state of the P2P kernels (host and team variants).
 template <class MemorySpace, class PosView, class MassView, class AccView, class PotView, class Real,
@@ -473,6 +382,18 @@ void p2p_impl(const ExecutionSpace& space,
               CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   using Mem = typename ExecutionSpace::memory_space;
   constexpr bool host = is_host_execution_space<ExecutionSpace>;
+  const Real eps2 = static_cast<Real>(softening * softening);
+  const bool guard = !(eps2 >= compat::smallest_normal<Real>());  // (rsqrt_or_zero's bound)
+  if constexpr (host) {                                           // (p2p refuses mutual on device backends)
+    if (options.mutual) {
+      const int slices = compat::concurrency(space);
+      const auto sums =
+          workspace.template partial<Acc>(4LL * slices * static_cast<long long>(positions.extent(0)));
+      p2p_mutual(space, near_list, ranges, positions, masses, static_cast<Acc>(G), eps2, guard, accelerations,
+                 potentials, sums, slices);
+      return;
+    }
+  }
   const int per_chunk = options.leaves_per_chunk > 0 ? options.leaves_per_chunk : 64;
   Kokkos::View<const int* [2], Mem> rng = ranges;
   Kokkos::View<const int*, Mem> tgt = near_list.targets;
@@ -499,8 +420,7 @@ void p2p_impl(const ExecutionSpace& space,
   d.chunk_partial = chunks.chunk_partial;
   d.partial = workspace.template partial<Acc>(chunks.partial_size);
   d.G = static_cast<Acc>(G);
-  d.eps2 = static_cast<Real>(softening * softening);
-  const bool guard = !(d.eps2 >= compat::smallest_normal<Real>());  // (rsqrt_or_zero's bound)
+  d.eps2 = eps2;
 
   bool done = false;
   if constexpr (host) {  // the host kernel is never instantiated for device backends
@@ -599,6 +519,17 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   require(options.leaves_per_chunk >= 0, "p2p: leaves_per_chunk = ", options.leaves_per_chunk,
           " must be >= 0");
   require(options.team_size >= 0, "p2p: team_size = ", options.team_size, " must be >= 0");
+  require(!options.mutual || detail::is_host_execution_space<ExecutionSpace>,
+          "p2p: mutual = true runs on host backends only (GPU threads would race on the source leaves)");
+  require(!options.mutual || options.team_size == 0,
+          "p2p: mutual = true has no team kernel; team_size = ", options.team_size, " asks for one");
+  if (options.mutual && options.validate) {
+    const long long bad =
+        detail::count_asymmetric_pairs(space, near_list, static_cast<int>(ranges.extent(0)));
+    require(bad == 0,
+            "p2p: mutual = true needs a symmetric near list ((A, B) listed as often as (B, A), one row ",
+            "per target leaf); ", bad, " rows or pairs of this one are not");
+  }
   if (n == 0 || near_list.num_rows() == 0) return;
   Kokkos::View<const int* [2], Mem> rng = ranges;
   if (std::is_same_v<Real, float> && options.accumulate_in_double) {

@@ -1,0 +1,116 @@
+/// \file p2p_pair.hpp
+/// Building blocks of the near field: the softened pair term and the loops over sources that the P2P
+/// kernels (p2p.hpp, p2p_mutual.hpp) and the direct sum (direct_sum.hpp) share. Device-callable,
+/// allocation-free. Conventions: d = x_j - x_i; the sums are unscaled (the caller multiplies the
+/// acceleration by G and the potential by -G once per target).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include "kfmm/core/kokkos_compat.hpp"
+
+namespace kfmm {
+/// One softened pair term (building block). With d = x_j - x_i, adds m_j d / (r^2+eps^2)^(3/2) to
+/// (ax, ay, az) and m_j / (r^2+eps^2)^(1/2) to phi; the caller multiplies by G (acceleration) and -G
+/// (potential) once per target. GuardZero (for eps2 == 0): a pair at zero distance adds nothing.
+template <bool GuardZero, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void p2p_pair(Real dx, Real dy, Real dz, Real mass, Real eps2, Real& ax, Real& ay,
+                                          Real& az, Real& phi) {
+  const Real r2 = eps2 + dx * dx + dy * dy + dz * dz;  // (eps2 first: three fused multiply-adds on GPUs)
+  Real rinv;
+  if constexpr (GuardZero) {
+    rinv = compat::rsqrt_or_zero(r2);  // (branch-free on the host, so the lanes vectorise)
+  } else {
+    rinv = compat::rsqrt(r2);
+  }
+  const Real mr = mass * rinv;
+  const Real mr3 = mr * rinv * rinv;
+  phi += mr;
+  ax += dx * mr3;
+  ay += dy * mr3;
+  az += dz * mr3;
+}
+
+/// A source particle as the P2P tiles hold it: position and mass packed and aligned to their size, so
+/// a GPU thread reads one with a single 128-bit shared-memory load (float; two for double).
+template <class Real>
+struct alignas(4 * sizeof(Real)) P2PSource {
+  Real x, y, z, m;
+};
+
+/// R targets against a block of sources (device building block): sources begin, begin+step, ... < end
+/// of `sources` are taken, each read once for all R targets; target r skips `masked[r]` (the target
+/// itself in a self pass; -1 for none), excluded before the reciprocal square root. Adds the unscaled
+/// sums (see p2p_pair) to ax[r], ay[r], az[r], phi[r]. (Two targets per source read halve the shared
+/// loads and the loop overhead per interaction: docs/kernels.md.)
+template <bool GuardZero, bool Masked, int R, class Real>
+KOKKOS_INLINE_FUNCTION void p2p_targets_vs_sources(const Real (&xi)[R], const Real (&yi)[R],
+                                                   const Real (&zi)[R], const P2PSource<Real>* sources,
+                                                   int begin, int end, int step, Real eps2,
+                                                   const int (&masked)[R], Real (&ax)[R], Real (&ay)[R],
+                                                   Real (&az)[R], Real (&phi)[R]) {
+  const auto source = [&](const int j) {
+    const P2PSource<Real> b = sources[j];
+    for (int r = 0; r < R; ++r) {
+      Real mj = b.m;
+      Real e2 = eps2;
+      if constexpr (Masked) {
+        // i == j: dx = dy = dz = 0; a unit r^2 and a zero mass make the term exactly zero.
+        const bool self = j == masked[r];
+        mj = self ? Real(0) : mj;
+        e2 = self ? Real(1) : e2;
+      }
+      p2p_pair<GuardZero>(b.x - xi[r], b.y - yi[r], b.z - zi[r], mj, e2, ax[r], ay[r], az[r], phi[r]);
+    }
+  };
+  if constexpr (sizeof(Real) == 4) {
+    KFMM_PRAGMA_UNROLL_BY(4)
+    for (int j = begin; j < end; j += step) source(j);
+  } else {  // (double: the rsqrt is a long sequence already; unrolling it cost registers)
+    for (int j = begin; j < end; j += step) source(j);
+  }
+}
+
+/// One target against a block of sources: p2p_targets_vs_sources with R = 1.
+template <bool GuardZero, bool Masked, class Real>
+KOKKOS_INLINE_FUNCTION void p2p_target_vs_sources(Real xi, Real yi, Real zi, const P2PSource<Real>* sources,
+                                                  int begin, int end, int step, Real eps2, int masked,
+                                                  Real& ax, Real& ay, Real& az, Real& phi) {
+  const Real x[1] = {xi}, y[1] = {yi}, z[1] = {zi};
+  const int mask[1] = {masked};
+  Real a0[1] = {ax}, a1[1] = {ay}, a2[1] = {az}, p[1] = {phi};
+  p2p_targets_vs_sources<GuardZero, Masked, 1>(x, y, z, sources, begin, end, step, eps2, mask, a0, a1, a2, p);
+  ax = a0[0];
+  ay = a1[0];
+  az = a2[0];
+  phi = p[0];
+}
+
+namespace detail {
+
+/// Host lanes: W targets against one source; the fixed-trip lane loop vectorises. Lane `lane_of_self`
+/// (the lane whose target is this source, on the target's own leaf; -1 for none) is masked.
+template <int W, bool GuardZero, bool Masked, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void p2p_lanes(const Real* xi, const Real* yi, const Real* zi, Real xj, Real yj,
+                                           Real zj, Real mj, Real eps2, int lane_of_self, Real* ax, Real* ay,
+                                           Real* az, Real* phi) {
+  for (int l = 0; l < W; ++l) {
+    const Real dx = xj - xi[l];
+    const Real dy = yj - yi[l];
+    const Real dz = zj - zi[l];
+    Real m = mj;
+    Real e2 = eps2;
+    if constexpr (Masked) {  // i == j: zero mass, unit r^2 (no 0 * inf)
+      const bool self = l == lane_of_self;
+      m = self ? Real(0) : m;
+      e2 = self ? Real(1) : e2;
+    }
+    p2p_pair<GuardZero>(dx, dy, dz, m, e2, ax[l], ay[l], az[l], phi[l]);
+  }
+}
+
+template <class Real>
+inline constexpr int p2p_host_lanes = sizeof(Real) == 4 ? 16 : 8;
+
+}  // namespace detail
+}  // namespace kfmm

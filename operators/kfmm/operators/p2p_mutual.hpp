@@ -173,6 +173,65 @@ struct P2PMutualHostKernel {
   }
 };
 
+/// Largest leaf among a near list's targets and sources (the mutual kernel's scratch length).
+template <class Mem>
+struct NearListWidestLeaf {
+  Kokkos::View<const int*, Mem> targets, offsets, sources;
+  Kokkos::View<const int* [2], Mem> ranges;
+  KOKKOS_INLINE_FUNCTION int size(int leaf) const { return ranges(leaf, 1) - ranges(leaf, 0); }
+  KOKKOS_INLINE_FUNCTION void operator()(const int r, int& widest) const {
+    int w = size(targets(r));
+    for (int k = offsets(r); k < offsets(r + 1); ++k) w = size(sources(k)) > w ? size(sources(k)) : w;
+    widest = w > widest ? w : widest;
+  }
+};
+
+/// Pairs of row r whose multiplicity differs from that of the reversed pair, or whose source has no
+/// row (`row_of(leaf)`: the leaf's row, -1 for none).
+template <class Mem>
+struct NearListAsymmetry {
+  Kokkos::View<const int*, Mem> targets, offsets, sources, row_of;
+  int nodes;
+  KOKKOS_INLINE_FUNCTION void operator()(const int r, long long& count) const {
+    const int a = targets(r);
+    for (int k = offsets(r); k < offsets(r + 1); ++k) {
+      const int b = sources(k);
+      const int rb = b >= 0 && b < nodes ? row_of(b) : -1;
+      if (rb < 0) {
+        ++count;
+        continue;
+      }
+      int forward = 0, backward = 0;
+      for (int q = offsets(r); q < offsets(r + 1); ++q) forward += sources(q) == b ? 1 : 0;
+      for (int q = offsets(rb); q < offsets(rb + 1); ++q) backward += sources(q) == a ? 1 : 0;
+      count += forward != backward ? 1 : 0;
+    }
+  }
+};
+
+/// The last pass of the mutual kernel: particle i's sums of all work items, in item order, scaled and
+/// added to the outputs.
+template <class Mem, class AccView, class PotView, class Acc>
+struct MutualCombine {
+  Kokkos::View<const Acc*, Mem> sums;
+  AccView accelerations;
+  PotView potentials;
+  Acc G;
+  long long n;
+  int slices;
+  KOKKOS_INLINE_FUNCTION void operator()(const long long i) const {
+    for (int q = 0; q < 4; ++q) {
+      Acc sum = sums(4 * i + q);
+      for (int s = 1; s < slices; ++s) sum += sums(4 * n * s + 4 * i + q);
+      if (q < 3) {
+        accelerations(i, q) += static_cast<typename AccView::non_const_value_type>(G * sum);
+      } else {
+        potentials(i) += static_cast<typename PotView::non_const_value_type>(-G * sum);
+      }
+    }
+  }
+};
+
 /// Number of rows and pairs that keep the list from the mutual kernel: a row whose target is no leaf
 /// index or repeats an earlier row's target, a pair whose source has no row, a pair (A, B) listed a
 /// different number of times than (B, A). 0 for a symmetric list. O(sum of squared row lengths).
@@ -195,24 +254,8 @@ long long count_asymmetric_pairs(const ExecutionSpace& space, const InteractionL
     }
   }
   long long pairs = 0;
-  Kokkos::parallel_reduce(
-      "kfmm::p2p::check_symmetry", Kokkos::RangePolicy<ExecutionSpace>(space, 0, rows),
-      KOKKOS_LAMBDA(const int r, long long& count) {
-        const int a = targets(r);
-        for (int k = offsets(r); k < offsets(r + 1); ++k) {
-          const int b = sources(k);
-          const int rb = b >= 0 && b < nodes ? row_of(b) : -1;
-          if (rb < 0) {
-            ++count;
-            continue;
-          }
-          int forward = 0, backward = 0;
-          for (int q = offsets(r); q < offsets(r + 1); ++q) forward += sources(q) == b ? 1 : 0;
-          for (int q = offsets(rb); q < offsets(rb + 1); ++q) backward += sources(q) == a ? 1 : 0;
-          count += forward != backward ? 1 : 0;
-        }
-      },
-      pairs);
+  Kokkos::parallel_reduce("kfmm::p2p::check_symmetry", Kokkos::RangePolicy<ExecutionSpace>(space, 0, rows),
+                          NearListAsymmetry<Mem>{targets, offsets, sources, row_of, nodes}, pairs);
   return bad + pairs;
 }
 
@@ -227,19 +270,9 @@ void p2p_mutual(const ExecutionSpace& space, const InteractionList<Mem>& near_li
   const long long n = static_cast<long long>(positions.extent(0));
   const int rows = near_list.num_rows();
   int widest = 0;  // largest leaf of the list: the scratch arrays' length
-  auto targets = near_list.targets;
-  auto offsets = near_list.offsets;
-  auto sources = near_list.sources;
   Kokkos::parallel_reduce(
       "kfmm::p2p::widest_leaf", Kokkos::RangePolicy<ExecutionSpace>(space, 0, rows),
-      KOKKOS_LAMBDA(const int r, int& w) {
-        int size = ranges(targets(r), 1) - ranges(targets(r), 0);
-        for (int k = offsets(r); k < offsets(r + 1); ++k) {
-          const int sk = ranges(sources(k), 1) - ranges(sources(k), 0);
-          size = sk > size ? sk : size;
-        }
-        w = size > w ? size : w;
-      },
+      NearListWidestLeaf<Mem>{near_list.targets, near_list.offsets, near_list.sources, ranges},
       Kokkos::Max<int>(widest));
   constexpr int W = p2p_host_lanes<Real>;
   const int stride = (widest + W - 1) / W * W;  // (a leaf of the widest size, padded to lanes)
@@ -276,17 +309,7 @@ void p2p_mutual(const ExecutionSpace& space, const InteractionList<Mem>& near_li
   }
   Kokkos::parallel_for(
       "kfmm::p2p::mutual_combine", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(const long long i) {
-        for (int q = 0; q < 4; ++q) {
-          Acc sum = sums(4 * i + q);
-          for (int s = 1; s < slices; ++s) sum += sums(4 * n * s + 4 * i + q);
-          if (q < 3) {
-            accelerations(i, q) += static_cast<typename AccView::non_const_value_type>(G * sum);
-          } else {
-            potentials(i) += static_cast<typename PotView::non_const_value_type>(-G * sum);
-          }
-        }
-      });
+      MutualCombine<Mem, AccView, PotView, Acc>{sums, accelerations, potentials, G, n, slices});
 }
 
 }  // namespace kfmm::detail

@@ -44,7 +44,7 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_mutual_lanes(
     const Real dx = xj - x[l];
     const Real dy = yj - y[l];
     const Real dz = zj - z[l];
-    const Real r2 = eps2 + dx * dx + dy * dy + dz * dz;
+    const Real r2 = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, eps2)));
     Real rinv;
     if constexpr (GuardZero) {
       rinv = compat::rsqrt_or_zero(r2);
@@ -55,14 +55,14 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_mutual_lanes(
     const Real tx = dx * rinv3;
     const Real ty = dy * rinv3;
     const Real tz = dz * rinv3;
-    ax[l] += mj * tx;
-    ay[l] += mj * ty;
-    az[l] += mj * tz;
-    ap[l] += mj * rinv;
-    rx[l] += m[l] * tx;
-    ry[l] += m[l] * ty;
-    rz[l] += m[l] * tz;
-    rp[l] += m[l] * rinv;
+    ax[l] = compat::fmadd(mj, tx, ax[l]);
+    ay[l] = compat::fmadd(mj, ty, ay[l]);
+    az[l] = compat::fmadd(mj, tz, az[l]);
+    ap[l] = compat::fmadd(mj, rinv, ap[l]);
+    rx[l] = compat::fmadd(m[l], tx, rx[l]);
+    ry[l] = compat::fmadd(m[l], ty, ry[l]);
+    rz[l] = compat::fmadd(m[l], tz, rz[l]);
+    rp[l] = compat::fmadd(m[l], rinv, rp[l]);
   }
 }
 

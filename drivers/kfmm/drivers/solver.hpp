@@ -548,7 +548,7 @@ class Solver {
     p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
     p2p_options.deterministic = options_.deterministic;
     p2p_options.validate = false;  // (the walk's lists: tested sizes and symmetry)
-    // Host backends evaluate each near leaf pair once for both leaves (Newton's third law, ~2x there).
+    // Host backends evaluate each near leaf pair once for both leaves (Newton's third law; 1.2x there).
     p2p_options.mutual = detail::is_host_execution_space<ExecutionSpace>;
     p2p(space_, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
         acc_sorted_, pot_sorted_, p2p_options, p2p_workspace_);

@@ -117,7 +117,10 @@ struct P2PMutualHostKernel {
       zs[i] = static_cast<Real>(positions(p, 2));
       ms[i] = i < na ? static_cast<Real>(masses(p)) : Real(0);
     }
-    for (int i = 0; i < 4 * stride; ++i) tot[i] = Acc(0);
+    // (sections of stride entries, of which this leaf uses npad: work per row and per source leaf
+    // follows the leaf's size, not the widest leaf's)
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < npad; ++i) tot[c * stride + i] = Acc(0);
     for (int k = offsets(r); k < offsets(r + 1); ++k) {
       const int b = sources(k);
       if (b < a) continue;  // evaluated from row b
@@ -138,7 +141,8 @@ struct P2PMutualHostKernel {
         }
         continue;
       }
-      for (int i = 0; i < 4 * stride; ++i) ax[i] = Real(0);
+      for (int c = 0; c < 4; ++c)
+        for (int i = 0; i < npad; ++i) ax[c * stride + i] = Real(0);
       for (int j = ranges(b, 0); j < ranges(b, 1); ++j) {
         const Real xj = static_cast<Real>(positions(j, 0));
         const Real yj = static_cast<Real>(positions(j, 1));
@@ -162,7 +166,8 @@ struct P2PMutualHostKernel {
         out[4LL * j + 2] -= sz;
         out[4LL * j + 3] += sp;
       }
-      for (int i = 0; i < 4 * stride; ++i) tot[i] += ax[i];
+      for (int c = 0; c < 4; ++c)
+        for (int i = 0; i < npad; ++i) tot[c * stride + i] += ax[c * stride + i];
     }
     for (int i = 0; i < na; ++i) {
       out[4LL * (t0 + i) + 0] += tot[i];

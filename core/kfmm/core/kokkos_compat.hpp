@@ -85,10 +85,11 @@ KFMM_COMPAT_LONG_DOUBLE_1(sqrt)
 #endif
 #endif
 
-/// Reciprocal square root: the hardware instruction on NVIDIA GPUs, 1/sqrt elsewhere. For float the
-/// GPU path is the bare approximate instruction with denormals flushed (`rsqrt.approx.ftz.f32`, the
-/// precision of rsqrtf): rsqrtf itself wraps it in a denormal rescaling that cost the P2P inner loop
-/// 5 of its 28 instructions per pair. Callers pass normal numbers (rsqrt_or_zero below guards them).
+/// Reciprocal square root of a normal, finite x > 0 (the callers' contract: rsqrt_or_zero below guards
+/// zero and subnormal x): 1/sqrt on the host, hardware-based on NVIDIA GPUs.
+/// Float: the bare approximate instruction with denormals flushed (`rsqrt.approx.ftz.f32`, the
+/// precision of rsqrtf, 2^-22.9): rsqrtf itself wraps it in a denormal rescaling that cost the P2P
+/// inner loop 5 of its 28 instructions per pair.
 KOKKOS_INLINE_FUNCTION float rsqrt(float x) {
 #if defined(__CUDA_ARCH__)
   float y;
@@ -98,9 +99,18 @@ KOKKOS_INLINE_FUNCTION float rsqrt(float x) {
   return 1.0f / sqrt(x);
 #endif
 }
+/// Double: the hardware's seed (`rsqrt.approx.ftz.f64`, the reciprocal square root of x's upper 32
+/// bits, ~21 correct bits) and one second-order step, y' = y (1 + e/2 + 3 e^2/8) with e = 1 - x y^2,
+/// whose truncation error O(e^3) ~ 2^-63 is below double's rounding: five double operations, within
+/// 2 ulp (unit test "compat::rsqrt"). CUDA's rsqrt(double) is PTX `rsqrt.approx.f64`, which the PTX
+/// ISA calls emulated in software and relatively slow; it also handles the inputs outside the
+/// contract, which cost its callers a branch.
 KOKKOS_INLINE_FUNCTION double rsqrt(double x) {
 #if defined(__CUDA_ARCH__)
-  return ::rsqrt(x);
+  double y;
+  asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
+  const double e = ::fma(-x * y, y, 1.0);
+  return ::fma(y * e, ::fma(e, 0.375, 0.5), y);
 #else
   return 1.0 / sqrt(x);
 #endif
@@ -117,6 +127,20 @@ KOKKOS_FORCEINLINE_FUNCTION Real fmadd(Real a, Real b, Real c) {
   return a * b + c;
 #else
   return std::fma(a, b, c);
+#endif
+}
+
+/// Asks the host's caches to fetch [p, p + bytes) for reading ahead of use (a hint; no effect in device
+/// code or with compilers without the builtin). For loops whose next iteration's addresses are known
+/// but random, where the hardware prefetchers cannot guess them.
+KOKKOS_FORCEINLINE_FUNCTION void prefetch(const void* p, int bytes) {
+#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__))
+  const char* c = static_cast<const char*>(p);
+  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
+  __builtin_prefetch(c + bytes - 1);
+#else
+  (void)p;
+  (void)bytes;
 #endif
 }
 

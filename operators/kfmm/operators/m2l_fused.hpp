@@ -11,8 +11,8 @@
 ///     coefficient in thread order (fixed: deterministic) and added once to the target's local row
 ///     (or, for a split row, stored in the chunk's partial block and combined in chunk order).
 ///   - host backends: one thread per chunk with the partial local on the stack; W pairs at a time
-///     through the same building blocks on W-lane packs (m2l_lanes.hpp), so the compiler vectorises
-///     across pairs.
+///     through the same building blocks on W-lane packs (m2l_csr_lanes.hpp), so the compiler vectorises
+///     across pairs; the next block's multipole rows are prefetched while a block computes.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -22,6 +22,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/core/interaction_list.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/operators/csr_chunks.hpp"
 #include "kfmm/operators/m2l_csr_lanes.hpp"
 #include "kfmm/operators/m2l_csr_options.hpp"
@@ -107,6 +108,8 @@ struct M2LFusedHostKernel {
       constexpr int nc = num_coefficients(P);
       Pack<Real, W> L[nc];
       for (int i = 0; i < nc; ++i) L[i] = Pack<Real, W>(Real(0));
+      Real zeros[nc];  // the multipole of an idle lane
+      for (int i = 0; i < nc; ++i) zeros[i] = Real(0);
       const Real* M[W];
       Real dx[W], dy[W], dz[W];
       for (int k = k0; k < k1; k += W) {
@@ -118,11 +121,14 @@ struct M2LFusedHostKernel {
             dy[l] = static_cast<Real>(d.centres(t, 1) - d.centres(s, 1));
             dz[l] = static_cast<Real>(d.centres(t, 2) - d.centres(s, 2));
           } else {  // idle lane: zero multipole, any non-degenerate displacement
-            M[l] = nullptr;
+            M[l] = zeros;
             dx[l] = Real(1);
             dy[l] = dz[l] = Real(0);
           }
         }
+        // The next block's multipoles, while this block computes (sources are scattered in memory).
+        for (int l = 0; l < W && k + W + l < k1; ++l)
+          compat::prefetch(&d.multipoles(d.sources(k + W + l), 0), nc * static_cast<int>(sizeof(Real)));
         m2l_lanes<P, W>(M, dx, dy, dz, L);
       }
       for (int i = 0; i < nc; ++i) {  // lanes summed in a fixed order

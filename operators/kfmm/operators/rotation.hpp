@@ -251,13 +251,14 @@ struct RotationAngles {
 /// Angles of the displacement (tx, ty, tz). On the z axis (rho == 0) phi = 0, so +z gives
 /// theta = 0 (the identity) and -z theta = pi, both exact. A zero displacement gives the identity
 /// rotation with r = rinv = 0 (an M2M/L2L shift by zero is then the identity; an M2L between
-/// coincident centres is undefined and yields zeros, never NaN).
+/// coincident centres is undefined and yields zeros, never NaN); so does one whose r^2 is below the
+/// smallest normal number (|t| < ~1.1e-19 in float, ~1.5e-154 in double), outside compat::rsqrt's range.
 template <class Real>
 KOKKOS_INLINE_FUNCTION RotationAngles<Real> rotation_angles(Real tx, Real ty, Real tz) {
   RotationAngles<Real> a;
   const Real rho2 = tx * tx + ty * ty;
   const Real r2 = rho2 + tz * tz;
-  if (!(r2 > Real(0))) {  // zero displacement: the identity rotation and r = rinv = 0 (no NaN)
+  if (!(r2 >= compat::smallest_normal<Real>())) {  // zero displacement: the identity, r = rinv = 0 (no NaN)
     a.r = a.rinv = a.sphi = a.stheta = Real(0);
     a.cphi = a.ctheta = Real(1);
     return a;

@@ -88,10 +88,8 @@ struct P2PData {
     const int slot = chunk_partial(c);
     if (slot >= 0) {
       partial(slot + 4 * t + q) = sum;
-    } else if (q < 3) {
-      accelerations(i, q) += static_cast<typename AccView::non_const_value_type>(G * sum);
     } else {
-      potentials(i) += static_cast<typename PotView::non_const_value_type>(-G * sum);
+      add_scaled_sum(accelerations, potentials, i, q, G, sum);
     }
   }
 };
@@ -466,13 +464,7 @@ void p2p_impl(const ExecutionSpace& space,
   const Acc g = d.G;
   combine_split_rows(
       space, chunks, partial, block, KOKKOS_LAMBDA(int r, int e, Acc sum) {
-        const int i = rng(tgt(r), 0) + e / 4;
-        const int q = e % 4;
-        if (q < 3) {
-          acc(i, q) += static_cast<typename AccView::non_const_value_type>(g * sum);
-        } else {
-          pot(i) += static_cast<typename PotView::non_const_value_type>(-g * sum);
-        }
+        add_scaled_sum(acc, pot, rng(tgt(r), 0) + e / 4, e % 4, g, sum);
       });
 }
 

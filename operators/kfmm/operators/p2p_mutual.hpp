@@ -228,11 +228,7 @@ struct MutualCombine {
     for (int q = 0; q < 4; ++q) {
       Acc sum = sums(4 * i + q);
       for (int s = 1; s < slices; ++s) sum += sums(4 * n * s + 4 * i + q);
-      if (q < 3) {
-        accelerations(i, q) += static_cast<typename AccView::non_const_value_type>(G * sum);
-      } else {
-        potentials(i) += static_cast<typename PotView::non_const_value_type>(-G * sum);
-      }
+      add_scaled_sum(accelerations, potentials, i, q, G, sum);
     }
   }
 };

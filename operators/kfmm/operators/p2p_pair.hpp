@@ -33,6 +33,18 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_pair(Real dx, Real dy, Real dz, Real mass, 
   az = fmadd(dz, mr3, az);
 }
 
+/// Adds a finished unscaled sum (p2p_pair's conventions) of particle i to the outputs: component q < 3
+/// as G x sum to accelerations(i, q), q == 3 (the potential sum) as -G x sum to potentials(i).
+template <class AccView, class PotView, class Index, class Acc>
+KOKKOS_FORCEINLINE_FUNCTION void add_scaled_sum(const AccView& accelerations, const PotView& potentials,
+                                                Index i, int q, Acc G, Acc sum) {
+  if (q < 3) {
+    accelerations(i, q) += static_cast<typename AccView::non_const_value_type>(G * sum);
+  } else {
+    potentials(i) += static_cast<typename PotView::non_const_value_type>(-G * sum);
+  }
+}
+
 /// A source particle as the P2P tiles hold it: position and mass packed and aligned to their size, so
 /// a GPU thread reads one with a single 128-bit shared-memory load (float; two for double).
 template <class Real>

@@ -254,11 +254,9 @@ class Solver {
     options_ = options;
     order_ = choice.order;
     theta_ = choice.theta;
-    // The calibrated leaf sizes balance near and far work on a CPU core; a GPU's P2P runs at ~1e12
-    // interactions/s, so there twice the leaf size is faster at the same error (measured on the H200,
-    // docs/benchmarks.md: 16-30 % less time per evaluation at p = 4..6).
-    constexpr int leaf_factor = detail::is_host_execution_space<ExecutionSpace> ? 1 : 2;
-    leaf_size_ = options.leaf_size > 0 ? options.leaf_size : leaf_factor * choice.leaf_size;
+    // The calibrated leaf sizes balance near and far work on a CPU core (64 at p 3-7, 128 at p 8-10);
+    // they are also the GPU's: the H200's fastest leaves at p 6-8 are 64-128 (docs/benchmarks.md).
+    leaf_size_ = options.leaf_size > 0 ? options.leaf_size : choice.leaf_size;
     predicted_error_ = choice.predicted_error;
     // Explicit (p, theta): keep the softening error below the truncation error the calibration predicts
     // for them; tolerance mode: below the requested tolerance.

@@ -4,6 +4,7 @@
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -33,7 +34,8 @@ std::vector<Real> normal_inputs() {
   std::vector<Real> v;
   std::mt19937_64 gen(11);
   std::uniform_real_distribution<double> mantissa(1.0, 2.0);
-  const int lo = std::numeric_limits<Real>::min_exponent - 1, hi = std::numeric_limits<Real>::max_exponent - 1;
+  const int lo = std::numeric_limits<Real>::min_exponent - 1,
+            hi = std::numeric_limits<Real>::max_exponent - 1;
   for (int e = lo; e <= hi; ++e) {
     v.push_back(std::ldexp(Real(1), e));
     for (int k = 0; k < 4; ++k) {
@@ -81,12 +83,12 @@ double worst_relative_error(int column) {
 TEMPLATE_LIST_TEST_CASE("compat::rsqrt and rsqrt_or_zero match 1/sqrt over the normal range", "[core]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;
-  // double: a few ulp on every backend (host 1/sqrt is correctly rounded twice; the GPU refines a
+  // double: within 2 ulp on every backend (host 1/sqrt is correctly rounded twice; the GPU refines a
   // 32-bit hardware seed by one second-order step). float: the GPU's approximate instruction,
   // documented to 2^-22.9 relative.
   for (int column = 0; column < 2; ++column) {
     INFO((column == 0 ? "rsqrt" : "rsqrt_or_zero"));
-    CHECK(worst_relative_error<Space, double>(column) <= 4 * DBL_EPSILON);
+    CHECK(worst_relative_error<Space, double>(column) <= 2 * DBL_EPSILON);
     CHECK(worst_relative_error<Space, float>(column) <= 1.5 * std::ldexp(1.0, -22));
   }
 }

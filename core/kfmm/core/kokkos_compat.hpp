@@ -101,10 +101,14 @@ KOKKOS_INLINE_FUNCTION float rsqrt(float x) {
 }
 /// Double: the hardware's seed (`rsqrt.approx.ftz.f64`, the reciprocal square root of x's upper 32
 /// bits, ~21 correct bits) and one second-order step, y' = y (1 + e/2 + 3 e^2/8) with e = 1 - x y^2,
-/// whose truncation error O(e^3) ~ 2^-63 is below double's rounding: five double operations, within
-/// 2 ulp (unit test "compat::rsqrt"). CUDA's rsqrt(double) is PTX `rsqrt.approx.f64`, which the PTX
-/// ISA calls emulated in software and relatively slow; it also handles the inputs outside the
-/// contract, which cost its callers a branch.
+/// whose truncation error 5 e^3 / 16 ~ 2^-62 is below double's rounding: five double operations,
+/// within 2 ulp (unit test "compat::rsqrt"). CUDA's rsqrt(double) is PTX `rsqrt.approx.f64`, which the
+/// PTX ISA calls emulated in software and relatively slow; it also handles the inputs outside the
+/// contract, which cost its callers a branch. Outside the contract: an infinite x (a squared distance
+/// that overflowed: finite coordinates ~1e154 apart, which the solver's length rescaling rules out)
+/// gives NaN here where CUDA's rsqrt and the host give 0. Clamping x first (fmin) cost the fp64 P2P
+/// 20 % on the H200, more than the whole gain, so it is not done.
+/// (e is formed as (-x y) y, not fma(-x, y^2, 1): y^2 underflows for x above 2^1022.)
 KOKKOS_INLINE_FUNCTION double rsqrt(double x) {
 #if defined(__CUDA_ARCH__)
   double y;
@@ -134,7 +138,8 @@ KOKKOS_FORCEINLINE_FUNCTION Real fmadd(Real a, Real b, Real c) {
 /// code or with compilers without the builtin). For loops whose next iteration's addresses are known
 /// but random, where the hardware prefetchers cannot guess them.
 KOKKOS_FORCEINLINE_FUNCTION void prefetch(const void* p, int bytes) {
-#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__))
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__) && \
+    (defined(__GNUC__) || defined(__clang__))
   const char* c = static_cast<const char*>(p);
   for (int b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
   __builtin_prefetch(c + bytes - 1);

@@ -81,13 +81,14 @@ inline constexpr int m2l_host_lanes = 16;
 /// 299 / 490 -> 266 / 465 ns per pair at p 6 / 8; the solver's M2L at 1e6 Plummer, p 9: 2.16 -> 2.10 s.
 template <int NC, int W, class Real>
 KOKKOS_FORCEINLINE_FUNCTION void normalised_lanes(const Real* const* M, Pack<Real, W>* a) {
+  static constexpr ScaleTable table = make_scale_table();
+  int first = 0;  // the coefficients from here on go element by element
 #if defined(KFMM_M2L_LANES_AVX)
   if constexpr (std::is_same_v<Real, double> && W % 4 == 0) {
-    static constexpr ScaleTable table = make_scale_table();
-    constexpr int full = NC & ~3;
+    first = NC & ~3;
     for (int lb = 0; lb < W; lb += 4) {
       const double *p0 = M[lb], *p1 = M[lb + 1], *p2 = M[lb + 2], *p3 = M[lb + 3];
-      for (int i = 0; i < full; i += 4) {
+      for (int i = 0; i < first; i += 4) {
         const __m256d r0 = _mm256_loadu_pd(p0 + i), r1 = _mm256_loadu_pd(p1 + i);
         const __m256d r2 = _mm256_loadu_pd(p2 + i), r3 = _mm256_loadu_pd(p3 + i);
         const __m256d e01 = _mm256_unpacklo_pd(r0, r1), o01 = _mm256_unpackhi_pd(r0, r1);
@@ -101,18 +102,13 @@ KOKKOS_FORCEINLINE_FUNCTION void normalised_lanes(const Real* const* M, Pack<Rea
         _mm256_storeu_pd(&a[i + 3].v[lb], _mm256_mul_pd(_mm256_permute2f128_pd(o01, o23, 0x31),
                                                         _mm256_set1_pd(table.scale[i + 3])));
       }
-      for (int i = full; i < NC; ++i)
-        for (int l = lb; l < lb + 4; ++l) a[i].v[l] = M[l][i] * table.scale[i];
     }
-    return;
   }
 #endif
-  for (int n = 0; n * n < NC; ++n)
-    for (int m = -n; m <= n; ++m) {
-      const int i = coefficient_index(n, m);
-      const Real scale = static_cast<Real>(expansion_scale(n, m));
-      for (int l = 0; l < W; ++l) a[i].v[l] = M[l][i] * scale;
-    }
+  for (int i = first; i < NC; ++i) {
+    const Real scale = static_cast<Real>(table.scale[i]);
+    for (int l = 0; l < W; ++l) a[i].v[l] = M[l][i] * scale;
+  }
 }
 
 /// Adds to L the M2L of W pairs: lane l translates the multipole at M[l] (an idle lane points at

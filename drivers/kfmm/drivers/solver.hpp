@@ -35,14 +35,14 @@
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/particle_types.hpp"
 #include "kfmm/drivers/options.hpp"
+#include "kfmm/drivers/order_classes.hpp"
 #include "kfmm/drivers/statistics.hpp"
 #include "kfmm/drivers/tolerance.hpp"
-#include "kfmm/operators/l2l.hpp"
 #include "kfmm/operators/l2p.hpp"
 #include "kfmm/operators/m2l.hpp"
-#include "kfmm/operators/m2m.hpp"
 #include "kfmm/operators/p2m.hpp"
 #include "kfmm/operators/p2p.hpp"
+#include "kfmm/operators/translation_passes.hpp"
 #include "kfmm/tree/dual_tree_walk.hpp"
 #include "kfmm/tree/octree.hpp"
 
@@ -101,19 +101,6 @@ void scale_positions(const ExecutionSpace& space, const In& in, const Out& out, 
   using Real = typename Out::non_const_value_type;
   Kokkos::parallel_for("kfmm::Solver::scale_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
                        ScaleRows<In, Out>{in, out, static_cast<Real>(scale)});
-}
-
-template <class IdsView>
-struct Iota {
-  IdsView ids;
-  KOKKOS_INLINE_FUNCTION void operator()(const int i) const { ids(i) = i; }
-};
-
-/// ids(i) = i for i < n.
-template <class ExecutionSpace, class IdsView>
-void fill_iota(const ExecutionSpace& space, const IdsView& ids, int n) {
-  Kokkos::parallel_for("kfmm::Solver::node_ids", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-                       Iota<IdsView>{ids});
 }
 
 template <class PermView, class InView, class OutView>
@@ -337,6 +324,11 @@ class Solver {
     walk.theta = theta_;
     walk.min_separation = min_separation_ * scale_;
     lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
+    if (options_.m2l_order_classes > 1) {
+      far_by_order_.split(
+          space_, lists_.far, tree_.centres, tree_.radii,
+          make_order_classes(order_, theta_, options_.m2l_order_classes, options_.m2l_order_margin));
+    }
     prepare_levels();
     clock.stop(Stage::walk);
     has_tree_ = true;
@@ -376,7 +368,6 @@ class Solver {
  private:
   using Octree_ = Octree<ExecutionSpace, Real>;
   using Lists_ = InteractionLists<memory_space>;
-  using IntView = Kokkos::View<int*, memory_space>;
 
   /// Accumulates stage times when Options::timing is on (fencing at each stop), else does nothing.
   struct Clock {
@@ -438,26 +429,12 @@ class Solver {
                                " is NaN or infinite"));
   }
 
-  /// Resizes a rank-1 buffer to at least n entries (growing by 1/4 to avoid reallocating every step)
-  /// and returns its first n entries.
-  IntView slice(IntView& storage, int n, const char* label) {
-    if (static_cast<int>(storage.extent(0)) < n) {
-      storage = IntView();
-      storage = IntView(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, std::string(label)),
-                        n + n / 4 + 16);
-    }
-    return Kokkos::subview(storage, std::make_pair(0, n));
-  }
-
-  /// Node ids of the current tree: M2M and L2L take each level's slice of them (nodes are numbered
-  /// level by level, and the level offsets are on the host from the tree build), so no per-level lists
-  /// of internal nodes and no host round trip (they cost ~70 us at 2e5 particles on the H200).
+  /// Statistics of the current tree and lists. (M2M and L2L take ranges of node ids: nodes are numbered
+  /// level by level and the level offsets are on the host from the tree build, so no per-level lists of
+  /// internal nodes and no host round trip; such lists cost ~70 us at 2e5 particles on the H200.)
   void prepare_levels() {
     const int num_nodes = tree_.num_nodes;
     const int num_levels = tree_.num_levels;
-    node_ids_ = slice(node_ids_storage_, num_nodes, "kfmm::Solver::node_ids");
-    detail::fill_iota(space_, node_ids_, num_nodes);
-
     stats_.num_nodes = num_nodes;
     stats_.num_leaves = tree_.num_leaves;
     stats_.num_levels = num_levels;
@@ -511,33 +488,33 @@ class Solver {
     // Upward pass: P2M on the leaves, M2M level by level from the deepest parents up.
     p2m(space_, p, t.positions, masses_sorted, t.ranges, t.leaves, t.centres, multipoles, trusted);
     clock.stop(Stage::p2m);
-    ExpansionOptions whole_levels = trusted;
-    whole_levels.keep_childless = true;  // (a level's leaves keep their P2M rows)
     // Levels above the shallowest far pair (lists_.top_far_level; -1: no far pair at all) have no
-    // multipole that M2L reads and no local that is not zero: their M2M and L2L are skipped (each a
-    // latency-bound launch of ~7 us at the top of the tree on the H200).
+    // multipole that M2L reads and no local that is not zero: their M2M and L2L are skipped. The passes
+    // run all remaining levels in one launch each (translation_passes.hpp; nodes are numbered level by
+    // level, parents first): level-by-level launches cost ~7 us each near the root on the H200.
     const int top = lists_.top_far_level >= 0 ? lists_.top_far_level : t.num_levels;
-    for (int l = t.num_levels - 2; l >= top; --l) {
-      const int b = t.level_offsets[l], e = t.level_offsets[l + 1];
-      if (e > b) {
-        m2m(space_, p, Kokkos::subview(node_ids_, std::make_pair(b, e)), t.first_child, t.num_children,
-            t.centres, multipoles, whole_levels);
-      }
-    }
+    // M2M: parents on levels top .. num_levels - 2 (the deepest level holds leaves only).
+    const int m2m_first = t.level_offsets[std::min(top, t.num_levels - 1)];
+    m2m_pass(space_, p, m2m_first, std::max(m2m_first, t.level_offsets[t.num_levels - 1]), t.first_child,
+             t.num_children, t.centres, multipoles, pass_workspace_, trusted);
     clock.stop(Stage::m2m);
     // Far field: M2L over the far list, L2L level by level down.
     M2LOptions m2l_options;
     m2l_options.lane = options_.m2l_lane;
     m2l_options.deterministic = options_.deterministic;
     m2l_options.validate = false;  // (the walk's lists: sources hold exactly their pairs)
-    m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
-    clock.stop(Stage::m2l);
-    for (int l = std::max(1, top + 1); l < t.num_levels; ++l) {
-      const int b = t.level_offsets[l], e = t.level_offsets[l + 1];
-      if (e > b)
-        l2l(space_, p, Kokkos::subview(node_ids_, std::make_pair(b, e)), t.parent, t.centres, locals,
-            trusted);
+    if (options_.m2l_order_classes >
+        1) {  // (each class at its order: the locals' higher degrees get nothing)
+      for (std::size_t k = 0; k < far_by_order_.lists.size(); ++k)
+        m2l(space_, far_by_order_.orders[k], far_by_order_.lists[k], t.centres, multipoles, locals,
+            m2l_options, m2l_workspace_);
+    } else {
+      m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
     }
+    clock.stop(Stage::m2l);
+    // L2L: every node below level max(1, top + 1) takes its parent's local.
+    l2l_pass(space_, p, t.level_offsets[std::min(std::max(1, top + 1), t.num_levels)], num_nodes, t.parent,
+             t.centres, locals, pass_workspace_, trusted);
     clock.stop(Stage::l2l);
     l2p(space_, p, options_.G, t.leaves, t.ranges, t.centres, locals, t.positions, acc_sorted_, pot_sorted_,
         trusted);
@@ -578,7 +555,8 @@ class Solver {
   OctreeWorkspace<memory_space> tree_workspace_;
   WalkWorkspace<memory_space> walk_workspace_;
   CsrWorkspace<memory_space> m2l_workspace_, p2p_workspace_;  // chunk tables and partial sums
-  IntView node_ids_storage_, node_ids_;
+  TranslationPassWorkspace<memory_space> pass_workspace_;     // M2M / L2L pass flags
+  FarListsByOrder<memory_space> far_by_order_;                // far pairs by M2L order (m2l_order_classes)
   Kokkos::View<Real*, memory_space> masses_sorted_, pot_sorted_;
   Kokkos::View<Real*[3], memory_space> acc_sorted_, scaled_positions_;
   double scale_ = 1;  ///< positions are multiplied by this power of two before the tree is built

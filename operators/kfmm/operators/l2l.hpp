@@ -14,6 +14,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
 #include "kfmm/operators/rotation.hpp"
 #include "kfmm/operators/static_order.hpp"
@@ -61,19 +62,34 @@ KOKKOS_INLINE_FUNCTION void l2l_pair(const Real* parent, Real tx, Real ty, Real 
 namespace detail {
 
 /// The batched L2L kernel (see l2l below): one thread per listed child. P >= 0: compile-time order.
-template <int P, class Children, class Parent, class Centres, class Locals>
+/// Coherent: the parent's row is read past the L1 cache (written by another team of the same launch:
+/// l2l_pass).
+template <int P, class Children, class Parent, class Centres, class Locals, bool Coherent = false>
 struct L2LKernel {
+  using Real = typename Locals::non_const_value_type;
   Children children;
   Parent parent;
   Centres centres;
   Locals locals;
   int order;
-  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    const int c = children(i);
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const { add_parent(children(i)); }
+
+  /// Adds to row c the local of its parent shifted to centres(c).
+  KOKKOS_INLINE_FUNCTION void add_parent(const int c) const {
     const int q = parent(c);
     const auto tx = centres(c, 0) - centres(q, 0), ty = centres(c, 1) - centres(q, 1),
                tz = centres(c, 2) - centres(q, 2);
-    if constexpr (P >= 0) {
+    if constexpr (Coherent) {
+      Real a[num_coefficients(P >= 0 ? P : max_order)];
+      const int nc = P >= 0 ? num_coefficients(P) : num_coefficients(order);
+      KFMM_PRAGMA_UNROLL
+      for (int k = 0; k < nc; ++k) a[k] = compat::coherent_load(locals(q, k));
+      if constexpr (P >= 0) {
+        l2l_pair<P>(a, tx, ty, tz, &locals(c, 0));
+      } else {
+        l2l_pair(order, a, tx, ty, tz, &locals(c, 0));
+      }
+    } else if constexpr (P >= 0) {
       l2l_pair<P>(&locals(q, 0), tx, ty, tz, &locals(c, 0));
     } else {
       l2l_pair(order, &locals(q, 0), tx, ty, tz, &locals(c, 0));

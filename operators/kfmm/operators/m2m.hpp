@@ -17,6 +17,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
 #include "kfmm/operators/rotation.hpp"
 #include "kfmm/operators/static_order.hpp"
@@ -66,8 +67,10 @@ KOKKOS_INLINE_FUNCTION void m2m_pair(const Real* child, Real tx, Real ty, Real t
 namespace detail {
 
 /// The batched M2M kernel (see m2m below): one team per listed parent. P >= 0: compile-time order.
+/// Coherent: the children's rows are read past the L1 cache (written by other teams of the same
+/// launch: m2m_pass).
 template <int P, class ExecutionSpace, class Parents, class FirstChild, class NumChildren, class Centres,
-          class Multipoles>
+          class Multipoles, bool Coherent = false>
 struct M2MKernel {
   using Real = typename Multipoles::non_const_value_type;
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -80,6 +83,14 @@ struct M2MKernel {
   int order, nc;
   bool keep_childless;
 
+  KOKKOS_INLINE_FUNCTION Real child(const int c, const int k) const {
+    if constexpr (Coherent) {
+      return compat::coherent_load(multipoles(c, k));
+    } else {
+      return multipoles(c, k);
+    }
+  }
+
   /// Child c shifted to the parent centre (px, py, pz), into `row`.
   KOKKOS_INLINE_FUNCTION void shift(const int c, const Real px, const Real py, const Real pz,
                                     Real* row) const {
@@ -87,20 +98,25 @@ struct M2MKernel {
     if constexpr (P >= 0) {
       Real a[num_coefficients(P)];  // registers: the loops unroll
       KFMM_PRAGMA_UNROLL
-      for (int k = 0; k < num_coefficients(P); ++k) a[k] = multipoles(c, k);
+      for (int k = 0; k < num_coefficients(P); ++k) a[k] = child(c, k);
       m2m_shift<P>(P, tx, ty, tz, a);
       KFMM_PRAGMA_UNROLL
       for (int k = 0; k < num_coefficients(P); ++k) row[k] = a[k];
     } else {
-      for (int k = 0; k < nc; ++k) row[k] = multipoles(c, k);
+      for (int k = 0; k < nc; ++k) row[k] = child(c, k);
       m2m_shift(order, tx, ty, tz, row);
     }
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     const int q = parents(member.league_rank());
+    if (num_children(q) == 0 && keep_childless) return;  // (a leaf of a listed level keeps its P2M row)
+    combine(member, q);
+  }
+
+  /// The whole team: row q becomes the sum of its children's rows shifted to centres(q).
+  KOKKOS_INLINE_FUNCTION void combine(const Member& member, const int q) const {
     const int first = first_child(q), count = num_children(q);
-    if (count == 0 && keep_childless) return;  // (a leaf of a listed level keeps its P2M row)
     const Real px = centres(q, 0), py = centres(q, 1), pz = centres(q, 2);
     const int team = member.team_size();
     Scratch acc(member.team_scratch(0), nc);

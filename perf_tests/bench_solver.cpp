@@ -50,8 +50,6 @@ struct Sweep {
   std::vector<double> leaf_size{0};
   std::vector<std::string> precision{"fp64"};
   std::vector<double> softening{0};
-  std::vector<double> order_classes{1};   ///< Options::m2l_order_classes
-  std::vector<double> order_margin{0.1};  ///< Options::m2l_order_margin
   int targets = 4096;
   int stage_repetitions = 5;  ///< evaluations whose stage times give the medians (after two warm-ups)
 };
@@ -126,20 +124,16 @@ Sweep read_sweep(const std::string& path) {
       s.precision = items;
     } else if (key == "softening") {
       s.softening = numbers();
-    } else if (key == "order_classes") {
-      s.order_classes = numbers();
-    } else if (key == "order_margin") {
-      s.order_margin = numbers();
     } else if (key == "targets") {
       s.targets = static_cast<int>(numbers().at(0));
     } else if (key == "stage_repetitions") {
       s.stage_repetitions = static_cast<int>(numbers().at(0));
       kfmm::require(s.stage_repetitions >= 1, path, ":", number, ": stage_repetitions must be >= 1");
     } else {
-      kfmm::require(false, path, ":", number, ": unknown key '", key,
-                    "' (known: n, distribution, tolerance, order, theta, leaf_size, precision, softening, "
-                    "order_classes, "
-                    "order_margin, targets, stage_repetitions)");
+      kfmm::require(
+          false, path, ":", number, ": unknown key '", key,
+          "' (known: n, distribution, tolerance, order, theta, leaf_size, precision, softening, targets, "
+          "stage_repetitions)");
     }
   }
   kfmm::require(s.order.empty() == s.theta.empty(), path, ": give both order and theta, or neither");
@@ -237,13 +231,11 @@ struct Case {
   int leaf_size = 0;
   bool fp32 = false;
   double softening = 0;
-  int order_classes = 1;
-  double order_margin = 0.1;
   int targets = 4096;
   int stage_repetitions = 5;
 
   std::string name() const {
-    char buf[320];
+    char buf[256];
     if (order >= 0) {
       std::snprintf(buf, sizeof buf, "solver/%s/n:%d/p:%d/theta:%g/leaf:%s/%s%s", distribution.c_str(), n,
                     order, theta, leaf_size > 0 ? std::to_string(leaf_size).c_str() : "auto",
@@ -255,15 +247,7 @@ struct Case {
                     fp32 ? "fp32" : "fp64",
                     softening > 0 ? ("/soft:" + std::to_string(softening)).c_str() : "");
     }
-    std::string name = buf;
-    if (order_classes > 1)
-      name += "/classes:" + std::to_string(order_classes) + "/margin:" + short_number(order_margin);
-    return name;
-  }
-  static std::string short_number(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%g", x);
-    return b;
+    return buf;
   }
 };
 
@@ -281,8 +265,6 @@ void run_case(benchmark::State& state, const Case& c) {
   }
   options.leaf_size = c.leaf_size;
   options.softening = c.softening;
-  options.m2l_order_classes = c.order_classes;
-  options.m2l_order_margin = c.order_margin;
 
   const int n = c.n;
   const long long bytes_before = g_tools.live_bytes;
@@ -356,8 +338,6 @@ void run_case(benchmark::State& state, const Case& c) {
   state.counters["order"] = s.order;
   state.counters["theta"] = s.theta;
   state.counters["leaf_size"] = s.leaf_size;
-  state.counters["order_classes"] = c.order_classes;
-  state.counters["order_margin"] = c.order_margin;
   state.counters["nodes"] = s.num_nodes;
   state.counters["leaves"] = s.num_leaves;
   state.counters["m2l_pairs_per_particle"] = static_cast<double>(s.far_pairs) / std::max(1, n);
@@ -390,33 +370,27 @@ void register_sweep(const Sweep& s) {
           if (acc.first < 0 && acc.second < floor) continue;  // below the precision's floor
           for (double leaf : s.leaf_size) {
             for (double soft : s.softening) {
-              for (double classes : s.order_classes) {
-                for (double margin : s.order_margin) {
-                  Case c;
-                  c.order_classes = static_cast<int>(classes);
-                  c.order_margin = margin;
-                  c.distribution = dist;
-                  c.n = static_cast<int>(n);
-                  c.order = acc.first;
-                  if (acc.first >= 0) {
-                    c.theta = acc.second;
-                  } else {
-                    c.tolerance = acc.second;
-                  }
-                  c.leaf_size = static_cast<int>(leaf);
-                  c.fp32 = prec == "fp32";
-                  c.softening = soft;
-                  c.targets = s.targets;
-                  c.stage_repetitions = s.stage_repetitions;
-                  auto* b =
-                      c.fp32 ? benchmark::RegisterBenchmark(
-                                   c.name().c_str(), [c](benchmark::State& st) { run_case<float>(st, c); })
-                             : benchmark::RegisterBenchmark(
-                                   c.name().c_str(), [c](benchmark::State& st) { run_case<double>(st, c); });
-                  b->UseManualTime()->Unit(benchmark::kMillisecond);
-                  if (kfmm_bench::tiny()) b->Iterations(2);
-                }
+              Case c;
+              c.distribution = dist;
+              c.n = static_cast<int>(n);
+              c.order = acc.first;
+              if (acc.first >= 0) {
+                c.theta = acc.second;
+              } else {
+                c.tolerance = acc.second;
               }
+              c.leaf_size = static_cast<int>(leaf);
+              c.fp32 = prec == "fp32";
+              c.softening = soft;
+              c.targets = s.targets;
+              c.stage_repetitions = s.stage_repetitions;
+              auto* b = c.fp32 ? benchmark::RegisterBenchmark(
+                                     c.name().c_str(), [c](benchmark::State& st) { run_case<float>(st, c); })
+                               : benchmark::RegisterBenchmark(c.name().c_str(), [c](benchmark::State& st) {
+                                   run_case<double>(st, c);
+                                 });
+              b->UseManualTime()->Unit(benchmark::kMillisecond);
+              if (kfmm_bench::tiny()) b->Iterations(2);
             }
           }
         }

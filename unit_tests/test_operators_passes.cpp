@@ -21,7 +21,7 @@ namespace {
 /// internal node), centres jittered around the parent's, rows of random values.
 struct RandomTree {
   std::vector<int> parent, first_child, num_children, level_first;  // level_first: first id per level + end
-  std::vector<double> centre, rows;                                  // 3 per node; nc per node
+  std::vector<double> centre, rows;                                 // 3 per node; nc per node
   int num_nodes() const { return static_cast<int>(parent.size()); }
 };
 
@@ -114,8 +114,8 @@ void l2l_by_level(const Space& space, int p, const RandomTree& t, const DeviceTr
                   const kfmm::ExpansionView<double, typename Space::memory_space>& rows) {
   const int levels = static_cast<int>(t.level_first.size()) - 1;
   for (int l = top; l < levels; ++l)
-    kfmm::l2l(space, p, id_range<typename Space::memory_space>(t.level_first[l], t.level_first[l + 1]), d.parent,
-              d.centres, rows);
+    kfmm::l2l(space, p, id_range<typename Space::memory_space>(t.level_first[l], t.level_first[l + 1]),
+              d.parent, d.centres, rows);
 }
 
 template <class A, class B>
@@ -181,7 +181,8 @@ TEMPLATE_LIST_TEST_CASE("passes over chains, a lone root and empty ranges", "[op
   auto ref = d.copy_rows();
   auto got = d.copy_rows();
   m2m_by_level(space, p, chain, d, 0, 39, ref);
-  kfmm::m2m_pass(space, p, 0, chain.num_nodes() - 1, d.first_child, d.num_children, d.centres, got, workspace);
+  kfmm::m2m_pass(space, p, 0, chain.num_nodes() - 1, d.first_child, d.num_children, d.centres, got,
+                 workspace);
   CHECK(count_differences(got, ref) == 0);
   ref = d.copy_rows();
   got = d.copy_rows();
@@ -220,8 +221,8 @@ TEST_CASE("passes with several threads per team agree with level-by-level calls"
     auto ref = d.copy_rows();
     auto got = d.copy_rows();
     m2m_by_level(space, p, t, d, 0, levels - 1, ref);
-    kfmm::m2m_pass(space, p, 0, t.level_first[levels - 1], d.first_child, d.num_children, d.centres, got, workspace,
-                   options);
+    kfmm::m2m_pass(space, p, 0, t.level_first[levels - 1], d.first_child, d.num_children, d.centres, got,
+                   workspace, options);
     CHECK(count_differences(got, ref) == 0);
     ref = d.copy_rows();
     got = d.copy_rows();
@@ -251,26 +252,31 @@ TEMPLATE_LIST_TEST_CASE("passes reject bad ranges and trees that are not numbere
     }
     FAIL("no kfmm::Error for " << text);
   };
-  throws_with([&] { kfmm::m2m_pass(space, p, 2, 1, d.first_child, d.num_children, d.centres, rows, workspace); },
-              "node range [2, 1)");
+  throws_with(
+      [&] { kfmm::m2m_pass(space, p, 2, 1, d.first_child, d.num_children, d.centres, rows, workspace); },
+      "node range [2, 1)");
   throws_with([&] { kfmm::l2l_pass(space, p, 0, n + 1, d.parent, d.centres, rows, workspace); },
               "is not inside [0, ");
   throws_with([&] { kfmm::l2l_pass(space, p, 0, n, d.parent, d.centres, rows, workspace); },
               "no parent or a parent id not below their own");
-  throws_with([&] { kfmm::m2m_pass(space, 17, 0, n, d.first_child, d.num_children, d.centres, rows, workspace); },
-              "m2m_pass order");
-  throws_with([&] { kfmm::m2m_pass(space, 3, 0, n, d.first_child, d.num_children, d.centres, rows, workspace); },
-              "columns, order 3");
+  throws_with(
+      [&] { kfmm::m2m_pass(space, 17, 0, n, d.first_child, d.num_children, d.centres, rows, workspace); },
+      "m2m_pass order");
+  throws_with(
+      [&] { kfmm::m2m_pass(space, 3, 0, n, d.first_child, d.num_children, d.centres, rows, workspace); },
+      "columns, order 3");
   // Node 0 claims its children start at itself: not parent-first.
   std::vector<int> bad_first = t.first_child;
   bad_first[0] = 0;
   const auto first_child = kfmm_test::device_ints<Memory>(bad_first, "bad_first_child");
-  throws_with([&] { kfmm::m2m_pass(space, p, 0, n, first_child, d.num_children, d.centres, rows, workspace); },
-              "parent-first numbering");
+  throws_with(
+      [&] { kfmm::m2m_pass(space, p, 0, n, first_child, d.num_children, d.centres, rows, workspace); },
+      "parent-first numbering");
   std::vector<int> bad_parent = t.parent;
   bad_parent[n - 1] = n - 1;
   const auto parent = kfmm_test::device_ints<Memory>(bad_parent, "bad_parent");
-  throws_with([&] { kfmm::l2l_pass(space, p, 1, n, parent, d.centres, rows, workspace); }, "parent-first numbering");
+  throws_with([&] { kfmm::l2l_pass(space, p, 1, n, parent, d.centres, rows, workspace); },
+              "parent-first numbering");
   // Nothing was written by the refused calls.
   CHECK(count_differences(rows, d.rows) == 0);
 }

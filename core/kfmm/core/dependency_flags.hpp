@@ -7,9 +7,9 @@
 /// dependency level (a tree's levels), each paying a launch's latency for little work.
 ///
 /// Flags: one word per item holding the epoch of the launch that published it, so the array needs no
-/// clearing between launches (it is cleared when the epoch counter wraps). Publishing is release-ordered
-/// (a device-scope fence, then an atomic store of the flag); a reader that saw the flag fences and then
-/// reads the item's data with coherent loads (compat::coherent_load: GPUs' L1 caches are not coherent).
+/// clearing between launches (it is cleared when the epoch counter wraps). A flag is written by a
+/// release store and read by an acquire load (compat::store_release / load_acquire); readers also read
+/// the item's data with coherent loads (compat::coherent_load: GPUs' L1 caches are not coherent).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -73,22 +73,17 @@ struct DependencyFlags {
     return t;
   }
 
-  /// Whether item i was published in this launch. After a true answer, call acquire() before reading
-  /// the item's data.
-  KOKKOS_INLINE_FUNCTION bool published(const int i) const { return compat::coherent_load(flags(i)) == epoch; }
+  /// Whether item i was published in this launch; after a true answer the item's data may be read
+  /// (an acquire load of the flag: compat::load_acquire).
+  KOKKOS_INLINE_FUNCTION bool published(const int i) const { return compat::load_acquire(flags(i)) == epoch; }
 
-  /// Orders the reads that follow after the flags seen by published().
-  KOKKOS_INLINE_FUNCTION static void acquire() { Kokkos::memory_fence(); }
-
-  /// Makes this thread's writes visible device-wide (every writing thread calls it before the team
-  /// barrier that precedes publish()).
+  /// Makes this thread's writes visible device-wide: every thread of a team that wrote part of an
+  /// item calls it before the team barrier that precedes publish().
   KOKKOS_INLINE_FUNCTION static void release() { Kokkos::memory_fence(); }
 
-  /// Publishes item i (one thread, after release() by every writer and a team barrier).
-  KOKKOS_INLINE_FUNCTION void publish(const int i) const {
-    Kokkos::memory_fence();
-    Kokkos::atomic_exchange(&flags(i), epoch);
-  }
+  /// Publishes item i (the thread that wrote it, or one thread after release() by every writer and a
+  /// team barrier): a release store of the launch's epoch (compat::store_release).
+  KOKKOS_INLINE_FUNCTION void publish(const int i) const { compat::store_release(flags(i), epoch); }
 };
 
 }  // namespace kfmm

@@ -181,6 +181,33 @@ KOKKOS_FORCEINLINE_FUNCTION T coherent_load(const T& value) {
   return *static_cast<const volatile T*>(&value);
 }
 
+/// Publishes `value` to `flag` after every earlier write of this thread (and, through a preceding team
+/// barrier, of its team) is visible device-wide: a release store. NVIDIA GPUs: `st.release.gpu`, whose
+/// ordering costs less than a full `fence.sc` (Kokkos::memory_fence) before the store; elsewhere the
+/// fence and an atomic store.
+KOKKOS_FORCEINLINE_FUNCTION void store_release(unsigned& flag, unsigned value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(&flag), "r"(value) : "memory");
+#else
+  Kokkos::memory_fence();
+  Kokkos::atomic_exchange(&flag, value);
+#endif
+}
+
+/// Reads a flag written by store_release; the reads that follow see everything written before it: an
+/// acquire load (NVIDIA GPUs: `ld.acquire.gpu`; elsewhere a coherent load and a fence).
+KOKKOS_FORCEINLINE_FUNCTION unsigned load_acquire(const unsigned& flag) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  unsigned value;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(&flag) : "memory");
+  return value;
+#else
+  const unsigned value = coherent_load(flag);
+  Kokkos::memory_fence();
+  return value;
+#endif
+}
+
 /// `KFMM_PRAGMA_UNROLL` before a loop asks device compilers (CUDA, HIP) to unroll it completely
 /// when its trip count is a compile-time constant (operators templated on the expansion order).
 /// Host compilers get nothing: forcing complete unrolling there (`#pragma GCC unroll`) made the M2L

@@ -56,14 +56,6 @@ struct Options {
   Accumulation accumulation = Accumulation::working;
   /// M2L implementation (kfmm::M2LLane of the operators).
   M2LLane m2l_lane = M2LLane::automatic;
-  /// Per-pair M2L orders (kfmm/drivers/order_classes.hpp): 1 = every far pair at the full order p;
-  /// K in 2..4 = pairs in K classes of orders p, p - 2, .., each pair in the lowest order whose
-  /// truncation bound (r_A + r_B)^(q+1) / d^(q+1) is at most `m2l_order_margin` times theta^(p+1),
-  /// the bound of the worst pair the MAC accepts.
-  int m2l_order_classes = 1;
-  /// See m2l_order_classes; in (0, 1]. Smaller keeps the low-order pairs' errors further below the
-  /// worst accepted pair's.
-  double m2l_order_margin = 0.1;
   /// Bitwise reproducible results run after run on one backend (no atomics in reductions).
   bool deterministic = true;
   /// Fence at every stage boundary and record per-stage times and particle-pair counts in
@@ -86,10 +78,6 @@ struct Options {
     require(std::isfinite(softening) && softening >= 0, "Options::softening = ", softening,
             " must be finite and >= 0");
     require(std::isfinite(G), "Options::G = ", G, " must be finite");
-    require(m2l_order_classes >= 1 && m2l_order_classes <= 4,
-            "Options::m2l_order_classes = ", m2l_order_classes, " is outside 1..4");
-    require(std::isfinite(m2l_order_margin) && m2l_order_margin > 0 && m2l_order_margin <= 1,
-            "Options::m2l_order_margin = ", m2l_order_margin, " is outside (0, 1]");
   }
 };
 

@@ -35,7 +35,6 @@
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/particle_types.hpp"
 #include "kfmm/drivers/options.hpp"
-#include "kfmm/drivers/order_classes.hpp"
 #include "kfmm/drivers/statistics.hpp"
 #include "kfmm/drivers/tolerance.hpp"
 #include "kfmm/operators/l2p.hpp"
@@ -324,11 +323,6 @@ class Solver {
     walk.theta = theta_;
     walk.min_separation = min_separation_ * scale_;
     lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
-    if (options_.m2l_order_classes > 1) {
-      far_by_order_.split(
-          space_, lists_.far, tree_.centres, tree_.radii,
-          make_order_classes(order_, theta_, options_.m2l_order_classes, options_.m2l_order_margin));
-    }
     prepare_levels();
     clock.stop(Stage::walk);
     has_tree_ = true;
@@ -485,7 +479,7 @@ class Solver {
     // cost a reduction and a host round trip, two per level for M2M and L2L).
     ExpansionOptions trusted;
     trusted.validate = false;
-    // Upward pass: P2M on the leaves, M2M level by level from the deepest parents up.
+    // Upward pass: P2M on the leaves, then M2M from the deepest parents up (one launch).
     p2m(space_, p, t.positions, masses_sorted, t.ranges, t.leaves, t.centres, multipoles, trusted);
     clock.stop(Stage::p2m);
     // Levels above the shallowest far pair (lists_.top_far_level; -1: no far pair at all) have no
@@ -498,19 +492,12 @@ class Solver {
     m2m_pass(space_, p, m2m_first, std::max(m2m_first, t.level_offsets[t.num_levels - 1]), t.first_child,
              t.num_children, t.centres, multipoles, pass_workspace_, trusted);
     clock.stop(Stage::m2m);
-    // Far field: M2L over the far list, L2L level by level down.
+    // Far field: M2L over the far list, then L2L from the root side down (one launch).
     M2LOptions m2l_options;
     m2l_options.lane = options_.m2l_lane;
     m2l_options.deterministic = options_.deterministic;
     m2l_options.validate = false;  // (the walk's lists: sources hold exactly their pairs)
-    if (options_.m2l_order_classes >
-        1) {  // (each class at its order: the locals' higher degrees get nothing)
-      for (std::size_t k = 0; k < far_by_order_.lists.size(); ++k)
-        m2l(space_, far_by_order_.orders[k], far_by_order_.lists[k], t.centres, multipoles, locals,
-            m2l_options, m2l_workspace_);
-    } else {
-      m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
-    }
+    m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
     clock.stop(Stage::m2l);
     // L2L: every node below level max(1, top + 1) takes its parent's local.
     l2l_pass(space_, p, t.level_offsets[std::min(std::max(1, top + 1), t.num_levels)], num_nodes, t.parent,
@@ -556,7 +543,6 @@ class Solver {
   WalkWorkspace<memory_space> walk_workspace_;
   CsrWorkspace<memory_space> m2l_workspace_, p2p_workspace_;  // chunk tables and partial sums
   TranslationPassWorkspace<memory_space> pass_workspace_;     // M2M / L2L pass flags
-  FarListsByOrder<memory_space> far_by_order_;                // far pairs by M2L order (m2l_order_classes)
   Kokkos::View<Real*, memory_space> masses_sorted_, pot_sorted_;
   Kokkos::View<Real*[3], memory_space> acc_sorted_, scaled_positions_;
   double scale_ = 1;  ///< positions are multiplied by this power of two before the tree is built

@@ -66,8 +66,8 @@ template <int P, class ExecutionSpace, class FirstChild, class NumChildren, clas
 struct M2MPassKernel {
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   using memory_space = typename ExecutionSpace::memory_space;
-  using Batched = M2MKernel<P, ExecutionSpace, Kokkos::View<const int*, memory_space>, FirstChild, NumChildren,
-                            Centres, Multipoles, true>;
+  using Batched = M2MKernel<P, ExecutionSpace, Kokkos::View<const int*, memory_space>, FirstChild,
+                            NumChildren, Centres, Multipoles, true>;
   Batched batched;
   DependencyFlags<memory_space> flags;
   int first, last;
@@ -90,7 +90,6 @@ struct M2MPassKernel {
           pending);
       if (pending == 0) break;
     }
-    DependencyFlags<memory_space>::acquire();
     batched.combine(member, q);
     DependencyFlags<memory_space>::release();
     member.team_barrier();
@@ -122,7 +121,6 @@ struct L2LPassKernel {
       if (!done) {
         const int q = batched.parent(c);
         if (q < first || flags.published(q)) {
-          DependencyFlags<memory_space>::acquire();
           batched.add_parent(c);
           flags.publish(c);
           done = true;
@@ -173,7 +171,8 @@ void m2m_pass(const ExecutionSpace& space, int order, int first, int last, const
               static_cast<int>(first_child.extent(0)) >= num_nodes &&
               static_cast<int>(num_children.extent(0)) >= num_nodes,
           "m2m_pass: centres (", centres.extent(0), "), first_child (", first_child.extent(0),
-          ") and num_children (", num_children.extent(0), ") must cover the multipoles' ", num_nodes, " rows");
+          ") and num_children (", num_children.extent(0), ") must cover the multipoles' ", num_nodes,
+          " rows");
   require(0 <= first && first <= last && last <= num_nodes, "m2m_pass: node range [", first, ", ", last,
           ") is not inside [0, ", num_nodes, ")");
   if (options.validate) {
@@ -192,8 +191,8 @@ void m2m_pass(const ExecutionSpace& space, int order, int first, int last, const
     using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
     const int nodes = last - first;
     const unsigned epoch = workspace.prepare(space, num_nodes);
-    const typename Kernel::Batched batched{Kokkos::View<const int*, Memory>(), first_child, num_children, centres,
-                                           multipoles, order, nc, true};
+    const typename Kernel::Batched batched{
+        Kokkos::View<const int*, Memory>(), first_child, num_children, centres, multipoles, order, nc, true};
     const Kernel kernel{batched, DependencyFlags<Memory>(workspace, epoch, nodes), first, last};
     const int stride = expansion_scratch_stride(nc);
     const std::size_t row_bytes = Kernel::Batched::Scratch::shmem_size(nc);
@@ -214,7 +213,7 @@ void m2m_pass(const ExecutionSpace& space, int order, int first, int last, const
 ///
 /// Requires parent-first numbering: 0 <= parent(c) < c for every c in the range (checked on the device
 /// with options.validate). One thread per node, in teams of options.team_size (0: 1 on host backends,
-/// 64 on GPUs); order 0..16. Throws kfmm::Error for a bad order or range, too few local columns or
+/// 32 on GPUs); order 0..16. Throws kfmm::Error for a bad order or range, too few local columns or
 /// mismatched extents.
 template <class ExecutionSpace, class Parent, class Centres, class Locals>
 void l2l_pass(const ExecutionSpace& space, int order, int first, int last, const Parent& parent,
@@ -255,14 +254,17 @@ void l2l_pass(const ExecutionSpace& space, int order, int first, int last, const
     using Kernel = detail::L2LPassKernel<P, ExecutionSpace, Parent, Centres, Locals>;
     using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
     const int nodes = last - first;
-    const typename Kernel::Batched batched{Kokkos::View<const int*, Memory>(), parent, centres, locals, order};
-    const int max_team = Policy(space, 1, 1).team_size_max(
-        Kernel{batched, DependencyFlags<Memory>(), first, last}, Kokkos::ParallelForTag());
+    const typename Kernel::Batched batched{Kokkos::View<const int*, Memory>(), parent, centres, locals,
+                                           order};
+    const int max_team =
+        Policy(space, 1, 1)
+            .team_size_max(Kernel{batched, DependencyFlags<Memory>(), first, last}, Kokkos::ParallelForTag());
     int team = options.team_size;
     if (team > 0) {
-      require(team <= max_team, "l2l_pass: team_size = ", team, " exceeds the backend's maximum of ", max_team);
+      require(team <= max_team, "l2l_pass: team_size = ", team, " exceeds the backend's maximum of ",
+              max_team);
     } else {
-      team = detail::is_host_execution_space<ExecutionSpace> ? 1 : (max_team < 64 ? max_team : 64);
+      team = detail::is_host_execution_space<ExecutionSpace> ? 1 : (max_team < 32 ? max_team : 32);
     }
     const int teams = (nodes + team - 1) / team;
     const unsigned epoch = workspace.prepare(space, num_nodes);

@@ -27,6 +27,14 @@ using ExecutionSpaces = std::tuple<
 #endif
     >;
 
+/// The most threads per team the default host backend runs (1 for Serial): tests of the GPU code paths
+/// (several threads per team) on the host skip themselves below 2.
+inline int host_max_team_size() {
+  using Space = Kokkos::DefaultHostExecutionSpace;
+  return Kokkos::TeamPolicy<Space>(1, 1).team_size_max([](const Kokkos::TeamPolicy<Space>::member_type&) {},
+                                                       Kokkos::ParallelForTag());
+}
+
 /// An int View in `Memory` holding `values` (node ids, CSR offsets and the like for the tests).
 template <class Memory>
 Kokkos::View<int*, Memory> device_ints(const std::vector<int>& values, const char* label = "ints") {

@@ -99,6 +99,35 @@ struct L2LKernel {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The checks l2l and l2l_pass share (`op` names the caller in messages); returns the number of nodes.
+template <class ExecutionSpace, class Parent, class Centres, class Locals>
+int check_l2l_arguments(const char* op, int order, const Parent& parent, const Centres& centres,
+                        const Locals& locals) {
+  using Real = typename Locals::non_const_value_type;
+  static_check_view<ExecutionSpace, Parent, 1>();
+  static_check_view<ExecutionSpace, Centres, 2>();
+  static_check_view<ExecutionSpace, Locals, 2>();
+  static_assert(std::is_floating_point<Real>::value, "kfmm::l2l(_pass): locals must hold float or double");
+  static_assert(std::is_same<typename Centres::non_const_value_type, Real>::value,
+                "kfmm::l2l(_pass): centres and locals must share one real type");
+  static_assert(std::is_same<typename Locals::array_layout, Kokkos::LayoutRight>::value,
+                "kfmm::l2l(_pass): locals must be LayoutRight (one contiguous row per node)");
+  check_order(order, concat(op, " order").c_str());
+  const int nc = num_coefficients(order);
+  require(static_cast<int>(locals.extent(1)) >= nc, op, ": locals has ", locals.extent(1), " columns, order ",
+          order, " needs ", nc);
+  require(centres.extent(1) == 3, op, ": centres must have 3 columns, has ", centres.extent(1));
+  const int num_nodes = static_cast<int>(locals.extent(0));
+  require(static_cast<int>(centres.extent(0)) >= num_nodes && static_cast<int>(parent.extent(0)) >= num_nodes,
+          op, ": centres (", centres.extent(0), ") and parent (", parent.extent(0),
+          ") must cover the locals' ", num_nodes, " rows");
+  return num_nodes;
+}
+
+}  // namespace detail
+
 /// Batched L2L. For every node id `c` in `children`, ADDS to row c of `locals` the local of its
 /// parent `parent(c)` shifted to centres(c). The parents' rows must be final (the solver passes one
 /// level at a time, root side first) and no listed child may be the parent of another listed child.
@@ -111,26 +140,8 @@ struct L2LKernel {
 template <class ExecutionSpace, class Children, class Parent, class Centres, class Locals>
 void l2l(const ExecutionSpace& space, int order, const Children& children, const Parent& parent,
          const Centres& centres, const Locals& locals, const ExpansionOptions& options = {}) {
-  using Real = typename Locals::non_const_value_type;
   detail::static_check_view<ExecutionSpace, Children, 1>();
-  detail::static_check_view<ExecutionSpace, Parent, 1>();
-  detail::static_check_view<ExecutionSpace, Centres, 2>();
-  detail::static_check_view<ExecutionSpace, Locals, 2>();
-  static_assert(std::is_floating_point<Real>::value, "kfmm::l2l: locals must hold float or double");
-  static_assert(std::is_same<typename Centres::non_const_value_type, Real>::value,
-                "kfmm::l2l: centres and locals must share one real type");
-  static_assert(std::is_same<typename Locals::array_layout, Kokkos::LayoutRight>::value,
-                "kfmm::l2l: locals must be LayoutRight (one contiguous row per node)");
-
-  check_order(order, "l2l order");
-  const int nc = num_coefficients(order);
-  require(static_cast<int>(locals.extent(1)) >= nc, "l2l: locals has ", locals.extent(1), " columns, order ",
-          order, " needs ", nc);
-  require(centres.extent(1) == 3, "l2l: centres must have 3 columns, has ", centres.extent(1));
-  const int num_nodes = static_cast<int>(locals.extent(0));
-  require(static_cast<int>(centres.extent(0)) >= num_nodes && static_cast<int>(parent.extent(0)) >= num_nodes,
-          "l2l: centres (", centres.extent(0), ") and parent (", parent.extent(0),
-          ") must cover the locals' ", num_nodes, " rows");
+  const int num_nodes = detail::check_l2l_arguments<ExecutionSpace>("l2l", order, parent, centres, locals);
   const int num_children = static_cast<int>(children.extent(0));
   if (options.validate) {
     const int bad = detail::count_bad(space, "kfmm::l2l::check", num_children,

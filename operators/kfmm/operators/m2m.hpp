@@ -143,6 +143,58 @@ struct M2MKernel {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The checks m2m and m2m_pass share (`op` names the caller in messages); returns the number of nodes.
+template <class ExecutionSpace, class FirstChild, class NumChildren, class Centres, class Multipoles>
+int check_m2m_arguments(const char* op, int order, const FirstChild& first_child,
+                        const NumChildren& num_children, const Centres& centres,
+                        const Multipoles& multipoles) {
+  using Real = typename Multipoles::non_const_value_type;
+  static_check_view<ExecutionSpace, FirstChild, 1>();
+  static_check_view<ExecutionSpace, NumChildren, 1>();
+  static_check_view<ExecutionSpace, Centres, 2>();
+  static_check_view<ExecutionSpace, Multipoles, 2>();
+  static_assert(std::is_floating_point<Real>::value,
+                "kfmm::m2m(_pass): multipoles must hold float or double");
+  static_assert(std::is_same<typename Centres::non_const_value_type, Real>::value,
+                "kfmm::m2m(_pass): centres and multipoles must share one real type");
+  static_assert(std::is_same<typename Multipoles::array_layout, Kokkos::LayoutRight>::value,
+                "kfmm::m2m(_pass): multipoles must be LayoutRight (one contiguous row per node)");
+  check_order(order, concat(op, " order").c_str());
+  const int nc = num_coefficients(order);
+  require(static_cast<int>(multipoles.extent(1)) >= nc, op, ": multipoles has ", multipoles.extent(1),
+          " columns, order ", order, " needs ", nc);
+  require(centres.extent(1) == 3, op, ": centres must have 3 columns, has ", centres.extent(1));
+  const int num_nodes = static_cast<int>(multipoles.extent(0));
+  require(static_cast<int>(centres.extent(0)) >= num_nodes &&
+              static_cast<int>(first_child.extent(0)) >= num_nodes &&
+              static_cast<int>(num_children.extent(0)) >= num_nodes,
+          op, ": centres (", centres.extent(0), "), first_child (", first_child.extent(0),
+          ") and num_children (", num_children.extent(0), ") must cover the multipoles' ", num_nodes,
+          " rows");
+  return num_nodes;
+}
+
+/// Launches an M2MKernel-based team kernel (`label`) over `teams` teams: the team size chosen for the
+/// order's scratch (one shifted child row per thread, plus the parent's sum).
+template <class ExecutionSpace, class Kernel>
+void launch_m2m_teams(const ExecutionSpace& space, const char* label, int requested_team, int nc, int teams,
+                      const Kernel& kernel) {
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+  using Scratch = typename Kernel::Scratch;
+  const int stride = expansion_scratch_stride(nc);
+  const std::size_t row_bytes = Scratch::shmem_size(nc);
+  const int team = choose_team_size<ExecutionSpace>(
+      label, requested_team, 8, row_bytes, Scratch::shmem_size(stride), Policy(space, teams, 1), kernel);
+  Policy policy(space, teams, team);
+  policy.set_scratch_size(
+      0, Kokkos::PerTeam(row_bytes + Scratch::shmem_size(static_cast<std::size_t>(team) * stride)));
+  Kokkos::parallel_for(label, policy, kernel);
+}
+
+}  // namespace detail
+
 /// Batched M2M. For every node id `q` in `parents`, OVERWRITES row q of `multipoles` with the sum of
 /// its children's multipoles (children first_child(q) .. first_child(q) + num_children(q) - 1) shifted
 /// to centres(q). A listed parent without children gets zeros, or keeps its row with
@@ -161,30 +213,10 @@ template <class ExecutionSpace, class Parents, class FirstChild, class NumChildr
 void m2m(const ExecutionSpace& space, int order, const Parents& parents, const FirstChild& first_child,
          const NumChildren& num_children, const Centres& centres, const Multipoles& multipoles,
          const ExpansionOptions& options = {}) {
-  using Real = typename Multipoles::non_const_value_type;
   detail::static_check_view<ExecutionSpace, Parents, 1>();
-  detail::static_check_view<ExecutionSpace, FirstChild, 1>();
-  detail::static_check_view<ExecutionSpace, NumChildren, 1>();
-  detail::static_check_view<ExecutionSpace, Centres, 2>();
-  detail::static_check_view<ExecutionSpace, Multipoles, 2>();
-  static_assert(std::is_floating_point<Real>::value, "kfmm::m2m: multipoles must hold float or double");
-  static_assert(std::is_same<typename Centres::non_const_value_type, Real>::value,
-                "kfmm::m2m: centres and multipoles must share one real type");
-  static_assert(std::is_same<typename Multipoles::array_layout, Kokkos::LayoutRight>::value,
-                "kfmm::m2m: multipoles must be LayoutRight (one contiguous row per node)");
-
-  check_order(order, "m2m order");
+  const int num_nodes = detail::check_m2m_arguments<ExecutionSpace>("m2m", order, first_child, num_children,
+                                                                    centres, multipoles);
   const int nc = num_coefficients(order);
-  require(static_cast<int>(multipoles.extent(1)) >= nc, "m2m: multipoles has ", multipoles.extent(1),
-          " columns, order ", order, " needs ", nc);
-  require(centres.extent(1) == 3, "m2m: centres must have 3 columns, has ", centres.extent(1));
-  const int num_nodes = static_cast<int>(multipoles.extent(0));
-  require(static_cast<int>(centres.extent(0)) >= num_nodes &&
-              static_cast<int>(first_child.extent(0)) >= num_nodes &&
-              static_cast<int>(num_children.extent(0)) >= num_nodes,
-          "m2m: centres (", centres.extent(0), "), first_child (", first_child.extent(0),
-          ") and num_children (", num_children.extent(0), ") must cover the multipoles' ", num_nodes,
-          " rows");
   const int num_parents = static_cast<int>(parents.extent(0));
   if (options.validate) {
     const int bad = detail::count_bad(
@@ -201,18 +233,9 @@ void m2m(const ExecutionSpace& space, int order, const Parents& parents, const F
     constexpr int P = decltype(p)::value;
     using Kernel =
         detail::M2MKernel<P, ExecutionSpace, Parents, FirstChild, NumChildren, Centres, Multipoles>;
-    using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-    const Kernel kernel{parents,    first_child, num_children, centres,
-                        multipoles, order,       nc,           options.keep_childless};
-    const int stride = expansion_scratch_stride(nc);
-    const std::size_t row_bytes = Kernel::Scratch::shmem_size(nc);
-    const int team = detail::choose_team_size<ExecutionSpace>("m2m", options.team_size, 8, row_bytes,
-                                                              Kernel::Scratch::shmem_size(stride),
-                                                              Policy(space, num_parents, 1), kernel);
-    Policy policy(space, num_parents, team);
-    policy.set_scratch_size(
-        0, Kokkos::PerTeam(row_bytes + Kernel::Scratch::shmem_size(static_cast<std::size_t>(team) * stride)));
-    Kokkos::parallel_for("kfmm::m2m", policy, kernel);
+    detail::launch_m2m_teams(
+        space, "kfmm::m2m", options.team_size, nc, num_parents,
+        Kernel{parents, first_child, num_children, centres, multipoles, order, nc, options.keep_childless});
   };
   detail::dispatch_device_static_order<ExecutionSpace>(order, run);
 }

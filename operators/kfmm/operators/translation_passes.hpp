@@ -68,6 +68,7 @@ struct M2MPassKernel {
   using memory_space = typename ExecutionSpace::memory_space;
   using Batched = M2MKernel<P, ExecutionSpace, Kokkos::View<const int*, memory_space>, FirstChild,
                             NumChildren, Centres, Multipoles, true>;
+  using Scratch = typename Batched::Scratch;
   Batched batched;
   DependencyFlags<memory_space> flags;
   int first, last;
@@ -150,29 +151,10 @@ void m2m_pass(const ExecutionSpace& space, int order, int first, int last, const
               const NumChildren& num_children, const Centres& centres, const Multipoles& multipoles,
               TranslationPassWorkspace<typename ExecutionSpace::memory_space>& workspace,
               const ExpansionOptions& options = {}) {
-  using Real = typename Multipoles::non_const_value_type;
   using Memory = typename ExecutionSpace::memory_space;
-  detail::static_check_view<ExecutionSpace, FirstChild, 1>();
-  detail::static_check_view<ExecutionSpace, NumChildren, 1>();
-  detail::static_check_view<ExecutionSpace, Centres, 2>();
-  detail::static_check_view<ExecutionSpace, Multipoles, 2>();
-  static_assert(std::is_floating_point<Real>::value, "kfmm::m2m_pass: multipoles must hold float or double");
-  static_assert(std::is_same<typename Centres::non_const_value_type, Real>::value,
-                "kfmm::m2m_pass: centres and multipoles must share one real type");
-  static_assert(std::is_same<typename Multipoles::array_layout, Kokkos::LayoutRight>::value,
-                "kfmm::m2m_pass: multipoles must be LayoutRight (one contiguous row per node)");
-  check_order(order, "m2m_pass order");
+  const int num_nodes = detail::check_m2m_arguments<ExecutionSpace>("m2m_pass", order, first_child,
+                                                                    num_children, centres, multipoles);
   const int nc = num_coefficients(order);
-  require(static_cast<int>(multipoles.extent(1)) >= nc, "m2m_pass: multipoles has ", multipoles.extent(1),
-          " columns, order ", order, " needs ", nc);
-  require(centres.extent(1) == 3, "m2m_pass: centres must have 3 columns, has ", centres.extent(1));
-  const int num_nodes = static_cast<int>(multipoles.extent(0));
-  require(static_cast<int>(centres.extent(0)) >= num_nodes &&
-              static_cast<int>(first_child.extent(0)) >= num_nodes &&
-              static_cast<int>(num_children.extent(0)) >= num_nodes,
-          "m2m_pass: centres (", centres.extent(0), "), first_child (", first_child.extent(0),
-          ") and num_children (", num_children.extent(0), ") must cover the multipoles' ", num_nodes,
-          " rows");
   require(0 <= first && first <= last && last <= num_nodes, "m2m_pass: node range [", first, ", ", last,
           ") is not inside [0, ", num_nodes, ")");
   if (options.validate) {
@@ -188,21 +170,12 @@ void m2m_pass(const ExecutionSpace& space, int order, int first, int last, const
   const auto run = [&](auto p) {
     constexpr int P = decltype(p)::value;
     using Kernel = detail::M2MPassKernel<P, ExecutionSpace, FirstChild, NumChildren, Centres, Multipoles>;
-    using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
     const int nodes = last - first;
     const unsigned epoch = workspace.prepare(space, num_nodes);
     const typename Kernel::Batched batched{
         Kokkos::View<const int*, Memory>(), first_child, num_children, centres, multipoles, order, nc, true};
-    const Kernel kernel{batched, DependencyFlags<Memory>(workspace, epoch, nodes), first, last};
-    const int stride = expansion_scratch_stride(nc);
-    const std::size_t row_bytes = Kernel::Batched::Scratch::shmem_size(nc);
-    const int team = detail::choose_team_size<ExecutionSpace>("m2m_pass", options.team_size, 8, row_bytes,
-                                                              Kernel::Batched::Scratch::shmem_size(stride),
-                                                              Policy(space, nodes, 1), kernel);
-    Policy policy(space, nodes, team);
-    policy.set_scratch_size(0, Kokkos::PerTeam(row_bytes + Kernel::Batched::Scratch::shmem_size(
-                                                               static_cast<std::size_t>(team) * stride)));
-    Kokkos::parallel_for("kfmm::m2m_pass", policy, kernel);
+    detail::launch_m2m_teams(space, "kfmm::m2m_pass", options.team_size, nc, nodes,
+                             Kernel{batched, DependencyFlags<Memory>(workspace, epoch, nodes), first, last});
   };
   detail::dispatch_device_static_order<ExecutionSpace>(order, run);
 }
@@ -220,25 +193,9 @@ void l2l_pass(const ExecutionSpace& space, int order, int first, int last, const
               const Centres& centres, const Locals& locals,
               TranslationPassWorkspace<typename ExecutionSpace::memory_space>& workspace,
               const ExpansionOptions& options = {}) {
-  using Real = typename Locals::non_const_value_type;
   using Memory = typename ExecutionSpace::memory_space;
-  detail::static_check_view<ExecutionSpace, Parent, 1>();
-  detail::static_check_view<ExecutionSpace, Centres, 2>();
-  detail::static_check_view<ExecutionSpace, Locals, 2>();
-  static_assert(std::is_floating_point<Real>::value, "kfmm::l2l_pass: locals must hold float or double");
-  static_assert(std::is_same<typename Centres::non_const_value_type, Real>::value,
-                "kfmm::l2l_pass: centres and locals must share one real type");
-  static_assert(std::is_same<typename Locals::array_layout, Kokkos::LayoutRight>::value,
-                "kfmm::l2l_pass: locals must be LayoutRight (one contiguous row per node)");
-  check_order(order, "l2l_pass order");
-  const int nc = num_coefficients(order);
-  require(static_cast<int>(locals.extent(1)) >= nc, "l2l_pass: locals has ", locals.extent(1),
-          " columns, order ", order, " needs ", nc);
-  require(centres.extent(1) == 3, "l2l_pass: centres must have 3 columns, has ", centres.extent(1));
-  const int num_nodes = static_cast<int>(locals.extent(0));
-  require(static_cast<int>(centres.extent(0)) >= num_nodes && static_cast<int>(parent.extent(0)) >= num_nodes,
-          "l2l_pass: centres (", centres.extent(0), ") and parent (", parent.extent(0),
-          ") must cover the locals' ", num_nodes, " rows");
+  const int num_nodes =
+      detail::check_l2l_arguments<ExecutionSpace>("l2l_pass", order, parent, centres, locals);
   require(0 <= first && first <= last && last <= num_nodes, "l2l_pass: node range [", first, ", ", last,
           ") is not inside [0, ", num_nodes, ")");
   if (options.validate) {

@@ -1,9 +1,13 @@
 // The one-launch M2M and L2L passes (operators/kfmm/operators/translation_passes.hpp) against the
 // batched operators called level by level, on random parent-first trees: equal bitwise, for whole trees
-// and sub-ranges, with several threads per team, with a reused workspace, and the argument checks.
+// and sub-ranges (also cutting levels), chains of up to 3000 dependent nodes, several threads per team,
+// a reused workspace and a wrapping epoch, and the argument checks. (On Serial the teams run in ticket
+// order and never wait; the waits are exercised by OpenMP with two or more threads and by Cuda.)
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
+#include <climits>
 #include <random>
 #include <string>
 #include <vector>
@@ -97,25 +101,42 @@ Kokkos::View<int*, Memory> id_range(int b, int e) {
   return kfmm_test::device_ints<Memory>(ids, "ids");
 }
 
-/// Level-by-level M2M over parents on levels [top, bottom) (keep_childless), deepest first.
+/// Level-by-level M2M (keep_childless), deepest level first, over the nodes of [first, last) level by level.
+template <class Space>
+void m2m_by_ids(const Space& space, int p, const RandomTree& t, const DeviceTree<Space>& d, int first,
+                int last, const kfmm::ExpansionView<double, typename Space::memory_space>& rows) {
+  kfmm::ExpansionOptions keep;
+  keep.keep_childless = true;
+  for (int l = static_cast<int>(t.level_first.size()) - 2; l >= 0; --l) {
+    const int b = std::max(first, t.level_first[l]), e = std::min(last, t.level_first[l + 1]);
+    if (e > b)
+      kfmm::m2m(space, p, id_range<typename Space::memory_space>(b, e), d.first_child, d.num_children,
+                d.centres, rows, keep);
+  }
+}
+
+/// Level-by-level M2M over parents on levels [top, bottom), deepest first.
 template <class Space>
 void m2m_by_level(const Space& space, int p, const RandomTree& t, const DeviceTree<Space>& d, int top,
                   int bottom, const kfmm::ExpansionView<double, typename Space::memory_space>& rows) {
-  kfmm::ExpansionOptions keep;
-  keep.keep_childless = true;
-  for (int l = bottom - 1; l >= top; --l)
-    kfmm::m2m(space, p, id_range<typename Space::memory_space>(t.level_first[l], t.level_first[l + 1]),
-              d.first_child, d.num_children, d.centres, rows, keep);
+  m2m_by_ids(space, p, t, d, t.level_first[top], t.level_first[bottom], rows);
+}
+
+/// Level-by-level L2L, root side first, over the nodes of [first, last) level by level.
+template <class Space>
+void l2l_by_ids(const Space& space, int p, const RandomTree& t, const DeviceTree<Space>& d, int first,
+                int last, const kfmm::ExpansionView<double, typename Space::memory_space>& rows) {
+  for (std::size_t l = 0; l + 1 < t.level_first.size(); ++l) {
+    const int b = std::max(first, t.level_first[l]), e = std::min(last, t.level_first[l + 1]);
+    if (e > b) kfmm::l2l(space, p, id_range<typename Space::memory_space>(b, e), d.parent, d.centres, rows);
+  }
 }
 
 /// Level-by-level L2L over children on levels [top, levels), root side first.
 template <class Space>
 void l2l_by_level(const Space& space, int p, const RandomTree& t, const DeviceTree<Space>& d, int top,
                   const kfmm::ExpansionView<double, typename Space::memory_space>& rows) {
-  const int levels = static_cast<int>(t.level_first.size()) - 1;
-  for (int l = top; l < levels; ++l)
-    kfmm::l2l(space, p, id_range<typename Space::memory_space>(t.level_first[l], t.level_first[l + 1]),
-              d.parent, d.centres, rows);
+  l2l_by_ids(space, p, t, d, t.level_first[top], t.num_nodes(), rows);
 }
 
 template <class A, class B>
@@ -229,6 +250,58 @@ TEST_CASE("passes with several threads per team agree with level-by-level calls"
     kfmm::l2l_pass(space, p, 1, t.num_nodes(), d.parent, d.centres, got, workspace, options);
     CHECK(count_differences(got, ref) == 0);
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("passes over ranges that cut levels, long chains and a wrapping epoch",
+                        "[operators][passes]", kfmm_test::ExecutionSpaces) {
+  const TestType space;
+  kfmm::TranslationPassWorkspace<typename TestType::memory_space> workspace;
+  const int p = 3, nc = kfmm::num_coefficients(p);
+  const RandomTree t = make_tree(6, nc, 31u);
+  const DeviceTree<TestType> d(t, nc);
+  const int n = t.num_nodes();
+  INFO(n << " nodes");
+  // Ranges that start and end inside levels: nodes outside are read as given.
+  for (const auto& range :
+       {std::make_pair(n / 7, n - n / 5), std::make_pair(1, n / 2), std::make_pair(n / 3, n)}) {
+    auto ref = d.copy_rows();
+    auto got = d.copy_rows();
+    m2m_by_ids(space, p, t, d, range.first, range.second, ref);
+    kfmm::m2m_pass(space, p, range.first, range.second, d.first_child, d.num_children, d.centres, got,
+                   workspace);
+    CHECK(count_differences(got, ref) == 0);
+    ref = d.copy_rows();
+    got = d.copy_rows();
+    const int first = std::max(1, range.first);
+    l2l_by_ids(space, p, t, d, first, range.second, ref);
+    kfmm::l2l_pass(space, p, first, range.second, d.parent, d.centres, got, workspace);
+    CHECK(count_differences(got, ref) == 0);
+  }
+  // The epoch wraps: the flags are cleared, and stale flags of earlier launches never count.
+  workspace.state->epoch = UINT_MAX - 2;
+  for (int call = 0; call < 4; ++call) {
+    auto ref = d.copy_rows();
+    auto got = d.copy_rows();
+    m2m_by_ids(space, p, t, d, 0, n, ref);
+    kfmm::m2m_pass(space, p, 0, n, d.first_child, d.num_children, d.centres, got, workspace);
+    CHECK(count_differences(got, ref) == 0);
+  }
+  CHECK(workspace.state->epoch < 8);
+  // A chain of 3000 nodes, every node waiting for the one before it, three times on one workspace.
+  const RandomTree chain = make_tree(3000, nc, 32u, true);
+  const DeviceTree<TestType> c(chain, nc);
+  auto ref = c.copy_rows();
+  l2l_by_ids(space, p, chain, c, 1, chain.num_nodes(), ref);
+  for (int rep = 0; rep < 3; ++rep) {
+    auto got = c.copy_rows();
+    kfmm::l2l_pass(space, p, 1, chain.num_nodes(), c.parent, c.centres, got, workspace);
+    CHECK(count_differences(got, ref) == 0);
+  }
+  ref = c.copy_rows();
+  m2m_by_ids(space, p, chain, c, 0, chain.num_nodes(), ref);
+  auto got = c.copy_rows();
+  kfmm::m2m_pass(space, p, 0, chain.num_nodes(), c.first_child, c.num_children, c.centres, got, workspace);
+  CHECK(count_differences(got, ref) == 0);
 }
 
 TEMPLATE_LIST_TEST_CASE("passes reject bad ranges and trees that are not numbered parents first",

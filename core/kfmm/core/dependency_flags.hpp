@@ -6,6 +6,12 @@
 /// (the argument of the decoupled look-back in tile_scan.hpp). What it replaces: one launch per
 /// dependency level (a tree's levels), each paying a launch's latency for little work.
 ///
+/// Assumptions: teams that have started keep making progress while others wait (true of CUDA, HIP and
+/// host thread pools; not promised by SYCL or OpenMP target offload); one launch at a time per
+/// workspace (the ticket counter is reset by the launch's last ticket, not by prepare(): two launches
+/// in flight on different execution space instances with one workspace would share tickets). Waiting
+/// threads spin: on an oversubscribed host (more threads than cores) a wait can take a time slice.
+///
 /// Flags: one word per item holding the epoch of the launch that published it, so the array needs no
 /// clearing between launches (it is cleared when the epoch counter wraps). A flag is written by a
 /// release store and read by an acquire load (compat::store_release / load_acquire); readers also read

@@ -184,10 +184,13 @@ KOKKOS_FORCEINLINE_FUNCTION T coherent_load(const T& value) {
 /// Publishes `value` to `flag` after every earlier write of this thread (and, through a preceding team
 /// barrier, of its team) is visible device-wide: a release store. NVIDIA GPUs: `st.release.gpu`, whose
 /// ordering costs less than a full `fence.sc` (Kokkos::memory_fence) before the store; elsewhere the
-/// fence and an atomic store.
+/// release builtin of host compilers, or a fence and an atomic store.
 KOKKOS_FORCEINLINE_FUNCTION void store_release(unsigned& flag, unsigned value) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(&flag), "r"(value) : "memory");
+#elif (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+  __atomic_store_n(&flag, value, __ATOMIC_RELEASE);
 #else
   Kokkos::memory_fence();
   Kokkos::atomic_exchange(&flag, value);
@@ -195,12 +198,16 @@ KOKKOS_FORCEINLINE_FUNCTION void store_release(unsigned& flag, unsigned value) {
 }
 
 /// Reads a flag written by store_release; the reads that follow see everything written before it: an
-/// acquire load (NVIDIA GPUs: `ld.acquire.gpu`; elsewhere a coherent load and a fence).
+/// acquire load (NVIDIA GPUs: `ld.acquire.gpu`; host compilers: the atomic builtin; elsewhere a coherent
+/// load and a fence).
 KOKKOS_FORCEINLINE_FUNCTION unsigned load_acquire(const unsigned& flag) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
   unsigned value;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(&flag) : "memory");
   return value;
+#elif (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+  return __atomic_load_n(&flag, __ATOMIC_ACQUIRE);  // (host: an atomic acquire load, no data race)
 #else
   const unsigned value = coherent_load(flag);
   Kokkos::memory_fence();

@@ -489,8 +489,8 @@ class Solver {
     const int top = lists_.top_far_level >= 0 ? lists_.top_far_level : t.num_levels;
     // M2M: parents on levels top .. num_levels - 2 (the deepest level holds leaves only).
     const int m2m_first = t.level_offsets[std::min(top, t.num_levels - 1)];
-    m2m_pass(space_, p, m2m_first, std::max(m2m_first, t.level_offsets[t.num_levels - 1]), t.first_child,
-             t.num_children, t.centres, multipoles, pass_workspace_, trusted);
+    m2m_pass(space_, p, m2m_first, t.level_offsets[t.num_levels - 1], t.first_child, t.num_children,
+             t.centres, multipoles, pass_workspace_, trusted);
     clock.stop(Stage::m2m);
     // Far field: M2L over the far list, then L2L from the root side down (one launch).
     M2LOptions m2l_options;

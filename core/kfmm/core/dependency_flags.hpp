@@ -79,6 +79,15 @@ struct DependencyFlags {
     return t;
   }
 
+  /// The whole team: its ticket (taken by thread 0, broadcast to all).
+  template <class Team>
+  KOKKOS_INLINE_FUNCTION long long team_ticket(const Team& team) const {
+    long long t = 0;
+    if (team.team_rank() == 0) t = take_ticket();
+    team.team_broadcast(t, 0);
+    return t;
+  }
+
   /// Whether item i was published in this launch; after a true answer the item's data may be read
   /// (an acquire load of the flag: compat::load_acquire).
   KOKKOS_INLINE_FUNCTION bool published(const int i) const { return compat::load_acquire(flags(i)) == epoch; }

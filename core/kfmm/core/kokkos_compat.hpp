@@ -134,12 +134,20 @@ KOKKOS_FORCEINLINE_FUNCTION Real fmadd(Real a, Real b, Real c) {
 #endif
 }
 
+/// 1 in host code compiled by g++ or clang (not a CUDA, HIP or SYCL device pass): the `__builtin_*` /
+/// `__atomic_*` builtins are available.
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__) && \
+    (defined(__GNUC__) || defined(__clang__))
+#define KFMM_HOST_GNU_BUILTINS 1
+#else
+#define KFMM_HOST_GNU_BUILTINS 0
+#endif
+
 /// Asks the host's caches to fetch [p, p + bytes) for reading ahead of use (a hint; no effect in device
 /// code or with compilers without the builtin). For loops whose next iteration's addresses are known
 /// but random, where the hardware prefetchers cannot guess them.
 KOKKOS_FORCEINLINE_FUNCTION void prefetch(const void* p, int bytes) {
-#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__) && \
-    (defined(__GNUC__) || defined(__clang__))
+#if KFMM_HOST_GNU_BUILTINS
   const char* c = static_cast<const char*>(p);
   for (int b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
   __builtin_prefetch(c + bytes - 1);
@@ -188,8 +196,7 @@ KOKKOS_FORCEINLINE_FUNCTION T coherent_load(const T& value) {
 KOKKOS_FORCEINLINE_FUNCTION void store_release(unsigned& flag, unsigned value) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(&flag), "r"(value) : "memory");
-#elif (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__) && \
-    !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+#elif KFMM_HOST_GNU_BUILTINS
   __atomic_store_n(&flag, value, __ATOMIC_RELEASE);
 #else
   Kokkos::memory_fence();
@@ -205,8 +212,7 @@ KOKKOS_FORCEINLINE_FUNCTION unsigned load_acquire(const unsigned& flag) {
   unsigned value;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(&flag) : "memory");
   return value;
-#elif (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__) && \
-    !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+#elif KFMM_HOST_GNU_BUILTINS
   return __atomic_load_n(&flag, __ATOMIC_ACQUIRE);  // (host: an atomic acquire load, no data race)
 #else
   const unsigned value = coherent_load(flag);

@@ -97,10 +97,6 @@ struct L2LKernel {
   }
 };
 
-}  // namespace detail
-
-namespace detail {
-
 /// The checks l2l and l2l_pass share (`op` names the caller in messages); returns the number of nodes.
 template <class ExecutionSpace, class Parent, class Centres, class Locals>
 int check_l2l_arguments(const char* op, int order, const Parent& parent, const Centres& centres,

@@ -141,10 +141,6 @@ struct M2MKernel {
   }
 };
 
-}  // namespace detail
-
-namespace detail {
-
 /// The checks m2m and m2m_pass share (`op` names the caller in messages); returns the number of nodes.
 template <class ExecutionSpace, class FirstChild, class NumChildren, class Centres, class Multipoles>
 int check_m2m_arguments(const char* op, int order, const FirstChild& first_child,

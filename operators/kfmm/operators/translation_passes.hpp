@@ -78,9 +78,7 @@ struct M2MPassKernel {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
-    long long ticket = 0;
-    if (member.team_rank() == 0) ticket = flags.take_ticket();
-    member.team_broadcast(ticket, 0);
+    const long long ticket = flags.team_ticket(member);
     const int q = last - 1 - static_cast<int>(ticket);
     const int count = batched.num_children(q), f = batched.first_child(q);
     if (count == 0) return;  // (a leaf keeps its P2M row)
@@ -112,9 +110,7 @@ struct L2LPassKernel {
   int first, last;
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
-    long long ticket = 0;
-    if (member.team_rank() == 0) ticket = flags.take_ticket();
-    member.team_broadcast(ticket, 0);
+    const long long ticket = flags.team_ticket(member);
     const long long node = first + ticket * member.team_size() + member.team_rank();
     const int c = static_cast<int>(node);
     bool done = node >= last;

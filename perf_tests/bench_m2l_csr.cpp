@@ -2,7 +2,7 @@
 //
 // The seed's microbenchmark (jaccpot bench/m2l_csr_microbench.py), extended: 12,500 nodes uniform in
 // [-1, 1]^3, random multipoles, random directed pairs with |delta| >= 0.3 grouped by target (CSR),
-// 1M and 6M pairs (--tiny: 4096), orders 2, 4, 6, 8, float and double, both lanes in the same run.
+// 1M and 6M pairs (--tiny: 4096), orders 2, 4, 6, 8, 9, 10, float and double, both lanes in the same run.
 // Each iteration is one kfmm::m2l call (locals accumulate; the time does not depend on their values).
 //
 //   bench_m2l_csr --benchmark_out=m2l.json --benchmark_out_format=json
@@ -117,7 +117,7 @@ void bm_m2l(benchmark::State& state, kfmm::M2LLane lane, bool kokkos_kernels = f
 const bool registered = [] {
   for (int precision = 0; precision < 2; ++precision)
     for (long long pairs : {1000000LL, 6000000LL})
-      for (int p : {2, 4, 6, 8})
+      for (int p : {2, 4, 6, 8, 9, 10})
         for (kfmm::M2LLane lane : {kfmm::M2LLane::fused, kfmm::M2LLane::baseline}) {
           const std::string name =
               std::string("m2l/") + (precision == 0 ? "fp32/" : "fp64/") + kfmm::to_string(lane);

@@ -111,6 +111,66 @@ KOKKOS_FORCEINLINE_FUNCTION void normalised_lanes(const Real* const* M, Pack<Rea
   }
 }
 
+/// In place: a_n <- (D B D^{-1})_n a_n for every degree n <= P, W lanes at once: rotation.hpp's
+/// apply_swap written for packs. The generic loop, instantiated with packs, was left to g++'s
+/// unroller: from p = 10 on it produced scalar code (one vmulsd per lane and table entry; M2L 2.9x
+/// the p = 9 time per pair for 1.3x the arithmetic), and its zero-initialised buffer cost a memset
+/// per call. Here the lane loop is innermost (full-width vectors at every order), the table entry
+/// is one broadcast per row term, the products are fused multiply-adds and the buffer is not
+/// initialised (every entry is written before it is read).
+template <int P, class Real, int W>
+KOKKOS_FORCEINLINE_FUNCTION void apply_swap_lanes(Pack<Real, W>* a) {
+  static constexpr SwapTable table = make_normalised_swap_table();
+  Pack<Real, W> tmp[2 * P + 1];
+  for (int n = 1; n <= P; ++n) {
+    Pack<Real, W>* an = a + n * n + n;  // an[m] is the coefficient (n, m)
+    const double* block = table.v + swap_block_offset(n) + n * (2 * n + 1) + n;  // block[m * (2n+1) + k]
+    for (int m = -n; m <= n; ++m) {
+      const int sign = swap_column_sign(n, m);
+      const double* row = block + m * (2 * n + 1);
+      Pack<Real, W> acc(Real(0));
+      for (int j = swap_first_column(n, m); j <= n; j += 2) {
+        const int k = sign * j;
+        const Real c = static_cast<Real>(row[k]);
+        for (int l = 0; l < W; ++l) acc.v[l] = compat::fmadd(c, an[k].v[l], acc.v[l]);
+      }
+      tmp[m + n] = acc;
+    }
+    for (int m = -n; m <= n; ++m) an[m] = tmp[m + n];
+  }
+}
+
+/// In place: translation_z.hpp's m2l_z_translate<P, Normalised = true> for W lanes (input D M about
+/// the origin, output D^{-1} L about r e_z, aligned frame, n + k <= P), written for packs for the
+/// reasons of apply_swap_lanes (its zero-initialised column buffers were a memset per column).
+template <int P, class Real, int W>
+KOKKOS_FORCEINLINE_FUNCTION void m2l_z_translate_lanes(const Pack<Real, W>& rinv, Pack<Real, W>* a) {
+  using V = Pack<Real, W>;
+  static constexpr ScaleTable table = make_scale_table();
+  V f[P + 1];  // f[j] = j! / r^(j+1)
+  f[0] = rinv;
+  for (int j = 1; j <= P; ++j) f[j] = f[j - 1] * (V(Real(j)) * rinv);
+  V col[P + 1];
+  for (int am = 0; am <= P; ++am) {
+    for (int side = 0; side < 2; ++side) {
+      if (am == 0 && side == 1) continue;
+      const int m = side ? -am : am;
+      for (int k = am; k <= P - am; ++k) {
+        const Real s = static_cast<Real>(table.inverse[coefficient_index(k, m)]);
+        for (int l = 0; l < W; ++l) col[k].v[l] = a[coefficient_index(k, m)].v[l] * s;
+      }
+      for (int n = am; n <= P; ++n) {
+        V acc(Real(0));
+        for (int k = am; k <= P - n; ++k)
+          for (int l = 0; l < W; ++l) acc.v[l] = compat::fmadd(f[n + k].v[l], col[k].v[l], acc.v[l]);
+        const Real sign_weight = Real(((n + am) & 1) ? -harmonic_weight(m) : harmonic_weight(m));
+        const Real weight = sign_weight * static_cast<Real>(table.inverse[coefficient_index(n, m)]);
+        for (int l = 0; l < W; ++l) a[coefficient_index(n, m)].v[l] = acc.v[l] * weight;
+      }
+    }
+  }
+}
+
 /// Adds to L the M2L of W pairs: lane l translates the multipole at M[l] (an idle lane points at
 /// zeros) by the displacement (dx[l], dy[l], dz[l]) = target - source. Compile-time order P >= 0.
 /// L accumulates across calls; the caller sums its lanes in a fixed order at the end.
@@ -140,9 +200,17 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(const Real* const* M, const Real* dx, cons
     g.ctheta.v[l] = zero ? Real(1) : tz * rinv;
     g.stheta.v[l] = zero ? Real(0) : rho * rinv;
   }
-  rotate_to_z<P>(P, g, a);
-  m2l_z_translate<P, true>(P, g.rinv, a);
-  rotate_from_z<P>(P, g, a);
+  // rotate_to_z, m2l_z_translate<P, true> and rotate_from_z of rotation.hpp / translation_z.hpp, with
+  // the lane versions of the swap and the z-translation
+  rotate_z<P>(P, g.cphi, -g.sphi, a);
+  apply_swap_lanes<P>(a);
+  rotate_z<P>(P, g.ctheta, g.stheta, a);
+  apply_swap_lanes<P>(a);
+  m2l_z_translate_lanes<P>(g.rinv, a);
+  apply_swap_lanes<P>(a);
+  rotate_z<P>(P, g.ctheta, -g.stheta, a);
+  apply_swap_lanes<P>(a);
+  rotate_z<P>(P, g.cphi, g.sphi, a);
   for (int n = 0; n <= P; ++n)
     for (int m = -n; m <= n; ++m) {
       const int i = coefficient_index(n, m);

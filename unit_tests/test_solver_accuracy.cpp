@@ -99,7 +99,8 @@ TEMPLATE_LIST_TEST_CASE("Solver meets the tolerance on the calibration distribut
   for (auto dist : {kfmm::Distribution::uniform, kfmm::Distribution::plummer, kfmm::Distribution::clustered,
                     kfmm::Distribution::disc}) {
     const auto particles = kfmm::make_distribution(dist, 4000, 11);
-    for (double tol : {1e-2, 1e-4, 1e-6, 1e-8, 1e-10}) {
+    // (the odd powers land between the calibration's measured thetas: the interpolated error decides)
+    for (double tol : {1e-2, 1e-3, 1e-4, 3e-5, 1e-5, 1e-6, 3e-7, 1e-7, 1e-8, 3e-9, 1e-10}) {
       kfmm::Options o;
       o.tolerance = tol;
       o.timing = true;

@@ -2,6 +2,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -74,14 +75,43 @@ TEST_CASE("The tolerance rule meets its own calibration at the lowest cost", "[s
     CHECK(c.leaf_size >= 1);
     CHECK(c.predicted_error * safety <= tol);
     CHECK(c.predicted_error == kfmm::predicted_error(c.order, c.theta));
-    // Brute force: nothing admissible is cheaper.
+    // Brute force: nothing admissible is cheaper, neither a measured theta nor one between them.
     const double chosen_cost = kfmm::relative_cost(c.order, c.theta);
     for (int p = 0; p <= kfmm::max_order; ++p) {
       for (int t = 0; t < nt; ++t) {
         if (errors[p][t] * safety <= tol) CHECK(costs[p][t] >= chosen_cost);
       }
+      for (int k = 300; k <= 800; ++k) {
+        const double th = k / 1000.0;
+        if (kfmm::predicted_error(p, th) * safety <= tol) CHECK(kfmm::relative_cost(p, th) >= chosen_cost);
+      }
     }
   }
+  // The interpolation: the table at the measured thetas, between them inside the neighbours' range
+  // and increasing wherever the table is.
+  for (int p = 0; p <= kfmm::max_order; ++p) {
+    for (int t = 0; t < nt; ++t) CHECK(kfmm::predicted_error(p, thetas[t]) == errors[p][t]);
+    for (int t = 0; t + 1 < nt; ++t) {
+      double last = errors[p][t];
+      for (int k = 1; k < 10; ++k) {
+        const double th = thetas[t] + k * (thetas[t + 1] - thetas[t]) / 10;
+        const double e = kfmm::predicted_error(p, th);
+        CHECK(e >= std::min(errors[p][t], errors[p][t + 1]));
+        CHECK(e <= std::max(errors[p][t], errors[p][t + 1]));
+        if (errors[p][t + 1] > errors[p][t]) CHECK(e >= last);
+        last = e;
+        const double cost = kfmm::relative_cost(p, th);
+        CHECK(cost >= std::min(costs[p][t], costs[p][t + 1]));
+        CHECK(cost <= std::max(costs[p][t], costs[p][t + 1]));
+      }
+    }
+  }
+  // A tolerance between two measured errors gets a theta between the measured ones (p 9: 1.544e-6 at
+  // 0.5, 1.129e-5 at 0.6, so 1e-5 / 3 ~ 3.3e-6 lies between).
+  const kfmm::ParameterChoice mid = kfmm::choose_parameters(1e-5, 9);
+  CHECK(mid.theta > 0.5);
+  CHECK(mid.theta < 0.6);
+  CHECK(mid.predicted_error * safety <= 1e-5);
   // Tighter tolerances never predict a larger error.
   double last = 1;
   for (double tol = 1e-2; tol >= 1e-10; tol /= 10) {

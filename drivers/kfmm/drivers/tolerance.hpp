@@ -5,6 +5,7 @@
 /// margin that keeps the unsoftened far field within the tolerance of the softened kernel.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -43,38 +44,63 @@ inline int default_leaf_size(int order) {
   return detail::calibration::leaf_size_for_order[order];
 }
 
+namespace detail {
+/// y at x on the straight line through (x0, y0) and (x1, y1) in log-log coordinates (a power law through
+/// both points); y0 at x0 and y1 at x1 exactly.
+inline double loglog_interpolate(double x0, double y0, double x1, double y1, double x) {
+  if (x <= x0) return y0;
+  if (x >= x1) return y1;
+  return y0 * std::pow(y1 / y0, std::log(x / x0) / std::log(x1 / x0));
+}
+
+/// A calibrated row (errors or costs of one order) at theta: between measured thetas on the power law
+/// through its neighbours, where `increasing` rows (errors) also never go below the larger of the two
+/// when the row dips (a non-monotone step is taken at its worse end); below the smallest theta the
+/// first entry.
+inline double calibrated_row_at(const double* row, double theta, bool increasing) {
+  using calibration::thetas;
+  constexpr int nt = sizeof(thetas) / sizeof(thetas[0]);
+  if (theta <= thetas[0] * (1 + 1e-12)) return row[0];
+  for (int t = 0; t + 1 < nt; ++t) {
+    if (theta <= thetas[t + 1] * (1 + 1e-12)) {
+      if (theta >= thetas[t + 1] * (1 - 1e-12)) return row[t + 1];
+      if (increasing && !(row[t + 1] > row[t])) return std::max(row[t], row[t + 1]);
+      return loglog_interpolate(thetas[t], row[t], thetas[t + 1], row[t + 1], theta);
+    }
+  }
+  return row[nt - 1];
+}
+}  // namespace detail
+
 /// Worst-case relative L2 acceleration error the calibration predicts for order p and opening angle
-/// theta. Between measured thetas it takes the next larger measured theta (conservative); beyond the
-/// largest it extrapolates with the truncation rate theta^(p+1).
+/// theta. At the measured thetas the table's value; between them the power law in theta through the
+/// two neighbours (the truncation error of order p behaves as theta^(p+1), a straight line in log-log;
+/// the safety factor of choose_parameters covers the curvature between the points); below the smallest
+/// measured theta that theta's value (conservative); beyond the largest it extrapolates with the
+/// truncation rate theta^(p+1).
 inline double predicted_error(int order, double theta) {
   check_order(order);
   using namespace detail::calibration;
   constexpr int nt = sizeof(thetas) / sizeof(thetas[0]);
-  for (int t = 0; t < nt; ++t) {
-    if (theta <= thetas[t] * (1 + 1e-12)) return errors[order][t];
-  }
-  return errors[order][nt - 1] * std::pow(theta / thetas[nt - 1], order + 1);
+  if (theta > thetas[nt - 1] * (1 + 1e-12))
+    return errors[order][nt - 1] * std::pow(theta / thetas[nt - 1], order + 1);
+  return detail::calibrated_row_at(errors[order], theta, true);
 }
 
-/// Calibrated cost (arbitrary units, comparable across entries) of order p at opening angle theta, at
-/// the next larger measured theta.
+/// Calibrated cost (arbitrary units, comparable across entries) of order p at opening angle theta:
+/// between measured thetas the power law through the two neighbours, outside them the nearest entry.
 inline double relative_cost(int order, double theta) {
   check_order(order);
-  using namespace detail::calibration;
-  constexpr int nt = sizeof(thetas) / sizeof(thetas[0]);
-  for (int t = 0; t < nt; ++t) {
-    if (theta <= thetas[t] * (1 + 1e-12)) return costs[order][t];
-  }
-  return costs[order][nt - 1];
+  return detail::calibrated_row_at(detail::calibration::costs[order], theta, false);
 }
 
 /// Chooses order, theta and leaf size for a requested relative L2 error of the accelerations.
-/// With neither `order` nor `theta` given: the cheapest calibrated pair whose worst measured error
-/// times a safety factor is within `tolerance`. With one of them given, the other is chosen.
-/// With both given they are returned as they are (with their predicted error). Orders above
-/// `highest_order` are only used when `order` asks for them.
-/// Throws kfmm::Error when the request cannot be met (tolerance below `floor`, or a fixed order or
-/// theta that cannot reach it).
+/// With neither `order` nor `theta` given: the cheapest (p, theta) whose calibrated worst-case error
+/// (predicted_error: measured at theta = 0.3, 0.4, ..., 0.8, interpolated between) times a safety factor
+/// is within `tolerance`; theta is continuous (a multiple of 1e-3), not only a measured one. With one of them
+/// given, the other is chosen. With both given they are returned as they are (with their predicted error).
+/// Orders above `highest_order` are only used when `order` asks for them. Throws kfmm::Error when the request
+/// cannot be met (tolerance below `floor`, or a fixed order or theta that cannot reach it).
 inline ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {},
                                          std::optional<double> theta = {},
                                          double floor = detail::calibration::double_floor,
@@ -106,12 +132,24 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
       }
       continue;
     }
-    for (int t = 0; t < nt; ++t) {
-      const double e = errors[p][t];
-      const double c = costs[p][t];
+    // Candidates: the measured thetas, and in a step where the error crosses the budget the largest
+    // theta the interpolated error admits (rounded down to 1e-3), i.e. the cheapest one of that step.
+    const auto consider = [&](double th) {
+      const double e = predicted_error(p, th);
+      const double c = relative_cost(p, th);
       if (e <= budget && (best_cost < 0 || c < best_cost)) {
-        best = {p, thetas[t], default_leaf_size(p), e};
+        best = {p, th, default_leaf_size(p), e};
         best_cost = c;
+      }
+    };
+    for (int t = 0; t < nt; ++t) {
+      consider(thetas[t]);
+      if (t + 1 < nt && errors[p][t] <= budget && errors[p][t + 1] > budget) {
+        // Inverse of the power law through (thetas[t], errors[p][t]) and (thetas[t+1], errors[p][t+1]).
+        const double slope = std::log(errors[p][t + 1] / errors[p][t]) / std::log(thetas[t + 1] / thetas[t]);
+        double th = std::floor(thetas[t] * std::pow(budget / errors[p][t], 1 / slope) * 1000) / 1000;
+        while (th > thetas[t] && predicted_error(p, th) > budget) th -= 1e-3;  // (rounding at the edge)
+        if (th > thetas[t]) consider(th);
       }
     }
   }

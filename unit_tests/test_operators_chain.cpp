@@ -381,3 +381,72 @@ TEST_CASE("L2P gradient equals the analytic gradient of the L2P potential", "[op
     }
   }
 }
+
+namespace {
+
+/// Batched l2p against l2p_particle, particle by particle, for leaves of 0, 1, 7, 8, 9 and 21 particles
+/// (on host backends the compile-time orders run in lanes of 8 particles: partial and empty blocks).
+template <class ExecutionSpace, class Real>
+void check_batched_l2p(double tolerance) {
+  using Memory = typename ExecutionSpace::memory_space;
+  const std::vector<int> sizes = {0, 1, 7, 8, 9, 21};
+  const int leaves = static_cast<int>(sizes.size());
+  std::vector<int> first(leaves + 1, 0);
+  for (int l = 0; l < leaves; ++l) first[l + 1] = first[l] + sizes[l];
+  const int n = first[leaves];
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int p : {0, 1, 2, 4, 7, 9, 10, 12}) {
+    INFO("order " << p);
+    const int nc = kfmm::num_coefficients(p), ng = kfmm::num_coefficients(p - 1);
+    Kokkos::View<Real**, Kokkos::LayoutRight, Memory> locals("locals", leaves, nc);
+    Kokkos::View<Real*[3], Memory> centres("centres", leaves), positions("positions", n), acc("acc", n);
+    Kokkos::View<int* [2], Memory> ranges("ranges", leaves);
+    Kokkos::View<Real*, Memory> pot("pot", n);
+    auto hl = Kokkos::create_mirror_view(locals);
+    auto hc = Kokkos::create_mirror_view(centres);
+    auto hx = Kokkos::create_mirror_view(positions);
+    auto hr = Kokkos::create_mirror_view(ranges);
+    for (int l = 0; l < leaves; ++l) {
+      for (int k = 0; k < nc; ++k) hl(l, k) = static_cast<Real>(u(rng) / (1 + k));
+      for (int a = 0; a < 3; ++a) hc(l, a) = static_cast<Real>(u(rng));
+      hr(l, 0) = first[l];
+      hr(l, 1) = first[l + 1];
+      for (int i = first[l]; i < first[l + 1]; ++i)
+        for (int a = 0; a < 3; ++a) hx(i, a) = static_cast<Real>(hc(l, a) + 0.5 * u(rng));
+    }
+    Kokkos::deep_copy(locals, hl);
+    Kokkos::deep_copy(centres, hc);
+    Kokkos::deep_copy(positions, hx);
+    Kokkos::deep_copy(ranges, hr);
+    const double G = 1.25;
+    kfmm::l2p(ExecutionSpace(), p, G, kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), ranges, centres,
+              locals, positions, acc, pot);
+    const auto ha = kfmm_test::to_host(acc);
+    const auto hp = kfmm_test::to_host(pot);
+    for (int l = 0; l < leaves; ++l) {
+      std::vector<Real> L(nc), Gx(ng > 0 ? ng : 1), Gy(ng > 0 ? ng : 1), Gz(ng > 0 ? ng : 1);
+      for (int k = 0; k < nc; ++k) L[k] = hl(l, k);
+      kfmm::l2p_gradient_coefficients(p, L.data(), Gx.data(), Gy.data(), Gz.data());
+      for (int i = first[l]; i < first[l + 1]; ++i) {
+        Real phi = 0, gx = 0, gy = 0, gz = 0;
+        kfmm::l2p_particle(p, L.data(), Gx.data(), Gy.data(), Gz.data(), hx(i, 0) - hc(l, 0),
+                           hx(i, 1) - hc(l, 1), hx(i, 2) - hc(l, 2), phi, gx, gy, gz);
+        const double scale = 1 + std::abs(static_cast<double>(phi)) + std::abs(static_cast<double>(gx)) +
+                             std::abs(static_cast<double>(gy)) + std::abs(static_cast<double>(gz));
+        CHECK(std::abs(hp(i) + G * phi) <= tolerance * G * scale);
+        CHECK(std::abs(ha(i, 0) - G * gx) <= tolerance * G * scale);
+        CHECK(std::abs(ha(i, 1) - G * gy) <= tolerance * G * scale);
+        CHECK(std::abs(ha(i, 2) - G * gz) <= tolerance * G * scale);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("batched L2P equals l2p_particle at every order and leaf size", "[operators][l2p]",
+                        kfmm_test::ExecutionSpaces) {
+  check_batched_l2p<TestType, double>(1e-13);
+  check_batched_l2p<TestType, float>(2e-5);
+}

@@ -61,23 +61,24 @@ KOKKOS_INLINE_FUNCTION void l2p_gradient_coefficients(int order, const Real* L, 
 
 /// Evaluates at (dx, dy, dz) = x - s the potential sum L_n^m R_n^m and its gradient (from the
 /// gradient coefficients of l2p_gradient_coefficients), ADDING them to phi and (gx, gy, gz). No
-/// physical constants: L2P scales by -G (potential) and G (acceleration).
-template <class Real>
+/// physical constants: L2P scales by -G (potential) and G (acceleration). Value is Real, or a
+/// detail::Pack of Reals for W points at once (the host lanes of kfmm::l2p).
+template <class Real, class Value = Real>
 KOKKOS_INLINE_FUNCTION void l2p_particle(int order, const Real* L, const Real* Gx, const Real* Gy,
-                                         const Real* Gz, Real dx, Real dy, Real dz, Real& phi, Real& gx,
-                                         Real& gy, Real& gz) {
-  Real p = Real(0), x = Real(0), y = Real(0), z = Real(0);
-  for_each_regular_harmonic(order, dx, dy, dz, [&](int n, int m, Real c, Real s) {
+                                         const Real* Gz, Value dx, Value dy, Value dz, Value& phi, Value& gx,
+                                         Value& gy, Value& gz) {
+  Value p(Real(0)), x(Real(0)), y(Real(0)), z(Real(0));
+  for_each_regular_harmonic(order, dx, dy, dz, [&](int n, int m, const Value& c, const Value& s) {
     const int i = coefficient_index(n, m), j = coefficient_index(n, -m);
     if (m == 0) {
-      p += L[i] * c;
-      if (n < order) x += Gx[i] * c, y += Gy[i] * c, z += Gz[i] * c;
+      p += Value(L[i]) * c;
+      if (n < order) x += Value(Gx[i]) * c, y += Value(Gy[i]) * c, z += Value(Gz[i]) * c;
     } else {
-      p += L[i] * c + L[j] * s;
+      p += Value(L[i]) * c + Value(L[j]) * s;
       if (n < order) {
-        x += Gx[i] * c + Gx[j] * s;
-        y += Gy[i] * c + Gy[j] * s;
-        z += Gz[i] * c + Gz[j] * s;
+        x += Value(Gx[i]) * c + Value(Gx[j]) * s;
+        y += Value(Gy[i]) * c + Value(Gy[j]) * s;
+        z += Value(Gz[i]) * c + Value(Gz[j]) * s;
       }
     }
   });
@@ -91,59 +92,6 @@ namespace detail {
 /// Particles per host L2P lane block: one 512-bit register of doubles, two 256-bit ones.
 template <class Real>
 inline constexpr int l2p_host_lanes = 8;
-
-/// l2p_particle for W particles at once (host lanes; compile-time order P >= 0): lane l evaluates at
-/// (dx, dy, dz)[l] and ADDS to (phi, gx, gy, gz)[l]. The recurrences of for_each_regular_harmonic on
-/// packs, their divisions taken from the same table; the harmonics are consumed as they are made.
-template <int P, int W, class Real>
-KOKKOS_FORCEINLINE_FUNCTION void l2p_lanes(const Real* L, const Real* Gx, const Real* Gy, const Real* Gz,
-                                           const Real* dx, const Real* dy, const Real* dz, Real* phi,
-                                           Real* gx, Real* gy, Real* gz) {
-  using V = Pack<Real, W>;
-  V x, y, z;
-  for (int l = 0; l < W; ++l) x.v[l] = dx[l], y.v[l] = dy[l], z.v[l] = dz[l];
-  const V r2 = x * x + y * y + z * z;
-  V p(Real(0)), ax(Real(0)), ay(Real(0)), az(Real(0));
-  const auto add = [&](int n, int m, const V& c, const V& s) {
-    const int i = coefficient_index(n, m), j = coefficient_index(n, -m);
-    if (m == 0) {
-      p += V(L[i]) * c;
-      if (n < P) ax += V(Gx[i]) * c, ay += V(Gy[i]) * c, az += V(Gz[i]) * c;
-    } else {
-      p += V(L[i]) * c + V(L[j]) * s;
-      if (n < P) {
-        ax += V(Gx[i]) * c + V(Gx[j]) * s;
-        ay += V(Gy[i]) * c + V(Gy[j]) * s;
-        az += V(Gz[i]) * c + V(Gz[j]) * s;
-      }
-    }
-  };
-  V c(Real(1)), s(Real(0));  // R_m^m, R_m^-m
-  for (int m = 0; m <= P; ++m) {
-    if (m > 0) {
-      const V half(static_cast<Real>(0.5 / m));
-      const V cn = (x * c - y * s) * half;
-      s = (y * c + x * s) * half;
-      c = cn;
-    }
-    add(m, m, c, s);
-    V c2(Real(0)), s2(Real(0)), c1 = c, s1 = s;  // R_{n-2}, R_{n-1}
-    for (int n = m + 1; n <= P; ++n) {
-      const V a = V(Real(2 * n - 1)) * z;
-      const V inv(static_cast<Real>(regular_recurrence_inverse(n, m)));
-      const V cn = (a * c1 - r2 * c2) * inv;
-      const V sn = (a * s1 - r2 * s2) * inv;
-      add(n, m, cn, sn);
-      c2 = c1, s2 = s1, c1 = cn, s1 = sn;
-    }
-  }
-  for (int l = 0; l < W; ++l) {
-    phi[l] += p.v[l];
-    gx[l] += ax.v[l];
-    gy[l] += ay.v[l];
-    gz[l] += az.v[l];
-  }
-}
 
 /// The batched L2P kernel: one team per listed leaf (see kfmm::l2p). A functor rather than a lambda, for
 /// the reason given at detail::P2MKernel. P >= 0: the order is the compile-time constant P (the
@@ -189,21 +137,20 @@ struct L2PKernel {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(member, blocks), [&](int b) {
         const int first = begin + b * W;
         const int count = end - first < W ? end - first : W;
-        Real dx[W], dy[W], dz[W], phi[W], gx[W], gy[W], gz[W];
-        for (int l = 0; l < W; ++l) {
-          const int i = first + (l < count ? l : 0);
-          dx[l] = l < count ? positions(i, 0) - cx : Real(0);
-          dy[l] = l < count ? positions(i, 1) - cy : Real(0);
-          dz[l] = l < count ? positions(i, 2) - cz : Real(0);
-          phi[l] = gx[l] = gy[l] = gz[l] = Real(0);
+        using V = Pack<Real, W>;
+        V dx(Real(0)), dy(Real(0)), dz(Real(0)), phi(Real(0)), gx(Real(0)), gy(Real(0)), gz(Real(0));
+        for (int l = 0; l < count; ++l) {
+          dx.v[l] = positions(first + l, 0) - cx;
+          dy.v[l] = positions(first + l, 1) - cy;
+          dz.v[l] = positions(first + l, 2) - cz;
         }
-        l2p_lanes<P, W>(L.data(), Gx.data(), Gy.data(), Gz.data(), dx, dy, dz, phi, gx, gy, gz);
+        l2p_particle<Real, V>(P, L.data(), Gx.data(), Gy.data(), Gz.data(), dx, dy, dz, phi, gx, gy, gz);
         for (int l = 0; l < count; ++l) {
           const int i = first + l;
-          potentials(i) -= g * phi[l];
-          accelerations(i, 0) += g * gx[l];
-          accelerations(i, 1) += g * gy[l];
-          accelerations(i, 2) += g * gz[l];
+          potentials(i) -= g * phi.v[l];
+          accelerations(i, 0) += g * gx.v[l];
+          accelerations(i, 1) += g * gy.v[l];
+          accelerations(i, 2) += g * gz.v[l];
         }
       });
       return;

@@ -53,4 +53,10 @@ struct Pack {
   }
 };
 
+/// True for Pack<Real, W>: generic maths that divides (solid_harmonics.hpp) takes its divisors as scalars.
+template <class T>
+inline constexpr bool is_pack = false;
+template <class Real, int W>
+inline constexpr bool is_pack<Pack<Real, W>> = true;
+
 }  // namespace kfmm::detail

@@ -26,6 +26,7 @@
 
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
+#include "kfmm/operators/simd_pack.hpp"
 
 namespace kfmm {
 
@@ -60,16 +61,23 @@ KOKKOS_INLINE_FUNCTION double regular_recurrence_inverse(int n, int m) {
 ///   R_m^m = (x + i y) / (2m) * R_{m-1}^{m-1}     (complex form: real and imaginary parts)
 ///   R_n^m = ((2n-1) z R_{n-1}^m - r^2 R_{n-2}^m) / ((n+m)(n-m))   for n > m  (R_{m-1}^m = 0).
 /// Only a handful of registers, no buffer of (degree+1)^2 values: the streaming form of P2M and L2P.
-/// float / double: degree <= max_order (the divisors come from a table); other types (long double,
-/// dual numbers in tests) divide and accept any degree.
+/// float / double and SIMD packs of them (detail::Pack: W points at once): degree <= max_order (the
+/// divisors come from a table, as scalars); other types (long double, dual numbers in tests) divide and
+/// accept any degree.
 template <class Real, class F>
 KOKKOS_INLINE_FUNCTION void for_each_regular_harmonic(int degree, Real x, Real y, Real z, F&& f) {
-  constexpr bool tabulated = std::is_same<Real, float>::value || std::is_same<Real, double>::value;
+  constexpr bool tabulated =
+      std::is_same<Real, float>::value || std::is_same<Real, double>::value || detail::is_pack<Real>;
   const Real r2 = x * x + y * y + z * z;
   Real c = Real(1), s = Real(0);  // R_m^m, R_m^-m
   for (int m = 0; m <= degree; ++m) {
     if (m > 0) {
-      const Real half = Real(0.5) / Real(m);
+      Real half;
+      if constexpr (detail::is_pack<Real>) {
+        half = Real(0.5 / m);
+      } else {
+        half = Real(0.5) / Real(m);
+      }
       const Real cn = (x * c - y * s) * half;
       s = (y * c + x * s) * half;
       c = cn;

@@ -163,7 +163,7 @@ int particles() {
 }
 
 template <class Real>
-void bm_p2p(benchmark::State& state, bool accumulate_in_double) {
+void bm_p2p(benchmark::State& state, bool accumulate_in_double, bool mutual = false) {
   const int leaf = static_cast<int>(state.range(0));
   const Problem& p = problem(particles(), leaf);
   Space space;
@@ -183,6 +183,7 @@ void bm_p2p(benchmark::State& state, bool accumulate_in_double) {
   auto d = upload<Real>(p);
   kfmm::P2POptions options;
   options.accumulate_in_double = accumulate_in_double;
+  options.mutual = mutual;
   const double t = kfmm_bench::time_fenced(
       state, space, [&] { kfmm::p2p(space, list, ranges, d.x, d.m, 1.0, 1e-3, d.a, d.phi, options); });
   kfmm_bench::report_pairs(state, t, p.interactions);
@@ -221,6 +222,15 @@ void p2p_fp32_accumulate_fp64(benchmark::State& state) {
 void p2p_fp64(benchmark::State& state) {
   bm_p2p<double>(state, false);
 }
+// Host backends: each unordered leaf pair once for both leaves (P2POptions::mutual; "interactions"
+// still counts ordered pairs, so the rate compares with p2p_fp64's).
+void p2p_fp64_mutual(benchmark::State& state) {
+  if (!kfmm::detail::is_host_execution_space<Space>) {
+    state.SkipWithError("mutual P2P runs on host backends only");
+    return;
+  }
+  bm_p2p<double>(state, false, true);
+}
 void direct_sum_fp32_inputs(benchmark::State& state) {
   bm_direct<float>(state);
 }
@@ -228,6 +238,12 @@ void direct_sum_fp32_inputs(benchmark::State& state) {
 BENCHMARK(p2p_fp32)->Apply(leaves);
 BENCHMARK(p2p_fp32_accumulate_fp64)->Apply(leaves);
 BENCHMARK(p2p_fp64)->Apply(leaves);
+void host_leaves(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"leaf"});
+  for (int leaf : {32, 64, 128}) b->Args({leaf});
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(p2p_fp64_mutual)->Apply(host_leaves);
 BENCHMARK(direct_sum_fp32_inputs)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

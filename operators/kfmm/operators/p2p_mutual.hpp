@@ -40,17 +40,19 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_mutual_lanes(
     const Real* KOKKOS_RESTRICT m, Real xj, Real yj, Real zj, Real mj, Real eps2, Real* KOKKOS_RESTRICT ax,
     Real* KOKKOS_RESTRICT ay, Real* KOKKOS_RESTRICT az, Real* KOKKOS_RESTRICT ap, Real* KOKKOS_RESTRICT rx,
     Real* KOKKOS_RESTRICT ry, Real* KOKKOS_RESTRICT rz, Real* KOKKOS_RESTRICT rp) {
+  Real r2[W], ri[W];
   for (int l = 0; l < W; ++l) {
     const Real dx = xj - x[l];
     const Real dy = yj - y[l];
     const Real dz = zj - z[l];
-    const Real r2 = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, eps2)));
-    Real rinv;
-    if constexpr (GuardZero) {
-      rinv = compat::rsqrt_or_zero(r2);
-    } else {
-      rinv = compat::rsqrt(r2);
-    }
+    r2[l] = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, eps2)));
+  }
+  rsqrt_lanes<W, GuardZero>(r2, ri);
+  for (int l = 0; l < W; ++l) {
+    const Real dx = xj - x[l];
+    const Real dy = yj - y[l];
+    const Real dz = zj - z[l];
+    const Real rinv = ri[l];
     const Real rinv3 = rinv * rinv * rinv;
     const Real tx = dx * rinv3;
     const Real ty = dy * rinv3;

@@ -18,6 +18,9 @@
 //   precision: [fp64, fp32]
 //   softening: [0]
 //   targets: 4096
+// or, instead of the lists n, tolerance, order, theta, leaf_size and precision, explicit points (one line
+// each; every distribution and softening listed runs each point):
+//   case: [200000, 7, 0.72, 64, fp32]  # n, order, theta, leaf_size, precision
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
@@ -52,6 +55,13 @@ struct Sweep {
   std::vector<double> softening{0};
   int targets = 4096;
   int stage_repetitions = 5;  ///< evaluations whose stage times give the medians (after two warm-ups)
+  struct Point {
+    int n, order;
+    double theta;
+    int leaf_size;
+    std::string precision;
+  };
+  std::vector<Point> cases;  ///< explicit points (`case:` lines), replacing the product of the lists
 };
 
 Sweep tiny_sweep() {
@@ -77,6 +87,7 @@ Sweep read_sweep(const std::string& path) {
   Sweep s;
   std::string line;
   int number = 0;
+  std::vector<std::string> product_keys;  // keys of the product that `case:` lines replace
   while (std::getline(in, line)) {
     ++number;
     const auto hash = line.find('#');
@@ -108,7 +119,27 @@ Sweep read_sweep(const std::string& path) {
       }
       return v;
     };
-    if (key == "n") {
+    if (key == "n" || key == "tolerance" || key == "order" || key == "theta" || key == "leaf_size" ||
+        key == "precision") {
+      product_keys.push_back(key);
+    }
+    if (key == "case") {
+      kfmm::require(items.size() == 5, path, ":", number,
+                    ": a case is [n, order, theta, leaf_size, precision], got ", items.size(), " values");
+      const std::string precision = items[4];
+      kfmm::require(precision == "fp32" || precision == "fp64", path, ":", number, ": precision '", precision,
+                    "' is neither fp32 nor fp64");
+      items.pop_back();
+      const std::vector<double> v = numbers();
+      kfmm::require(v[0] >= 1 && v[0] == std::floor(v[0]), path, ":", number, ": n = ", v[0],
+                    " is not a positive integer");
+      kfmm::require(v[1] >= 0 && v[1] == std::floor(v[1]), path, ":", number, ": order = ", v[1],
+                    " is not a non-negative integer");
+      kfmm::require(v[3] >= 0 && v[3] == std::floor(v[3]), path, ":", number, ": leaf_size = ", v[3],
+                    " is not a non-negative integer");
+      s.cases.push_back(
+          {static_cast<int>(v[0]), static_cast<int>(v[1]), v[2], static_cast<int>(v[3]), precision});
+    } else if (key == "n") {
       s.n = numbers();
     } else if (key == "distribution") {
       s.distribution = items;
@@ -133,10 +164,14 @@ Sweep read_sweep(const std::string& path) {
       kfmm::require(
           false, path, ":", number, ": unknown key '", key,
           "' (known: n, distribution, tolerance, order, theta, leaf_size, precision, softening, targets, "
-          "stage_repetitions)");
+          "stage_repetitions, case)");
     }
   }
   kfmm::require(s.order.empty() == s.theta.empty(), path, ": give both order and theta, or neither");
+  kfmm::require(s.cases.empty() || product_keys.empty(), path,
+                ": 'case' lines replace the lists n, tolerance, ",
+                "order, theta, leaf_size and precision; this file also gives '",
+                product_keys.empty() ? std::string() : product_keys.front(), "'");
   return s;
 }
 
@@ -350,7 +385,38 @@ void run_case(benchmark::State& state, const Case& c) {
       c.tolerance > 0 && c.order < 0 ? (error <= c.tolerance ? "within tolerance" : "ABOVE tolerance") : "");
 }
 
+void register_case(const Case& c) {
+  auto* b = c.fp32 ? benchmark::RegisterBenchmark(c.name().c_str(),
+                                                  [c](benchmark::State& st) { run_case<float>(st, c); })
+                   : benchmark::RegisterBenchmark(c.name().c_str(),
+                                                  [c](benchmark::State& st) { run_case<double>(st, c); });
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+  if (kfmm_bench::tiny()) b->Iterations(2);
+}
+
 void register_sweep(const Sweep& s) {
+  for (const auto& dist : s.distribution) kfmm::distribution_from_string(dist);  // (refuses unknown names)
+  Case common;
+  common.targets = s.targets;
+  common.stage_repetitions = s.stage_repetitions;
+  if (!s.cases.empty()) {  // explicit points
+    for (const auto& dist : s.distribution) {
+      for (const auto& point : s.cases) {
+        for (double soft : s.softening) {
+          Case c = common;
+          c.distribution = dist;
+          c.n = point.n;
+          c.order = point.order;
+          c.theta = point.theta;
+          c.leaf_size = point.leaf_size;
+          c.fp32 = point.precision == "fp32";
+          c.softening = soft;
+          register_case(c);
+        }
+      }
+    }
+    return;
+  }
   std::vector<std::pair<int, double>> accuracy;  // (order, theta) or (-1, tolerance)
   if (!s.order.empty()) {
     for (double p : s.order) {
@@ -364,13 +430,12 @@ void register_sweep(const Sweep& s) {
                   "' is not fp32 or fp64");
     const double floor = prec == "fp32" ? kfmm::precision_floor<float>() : kfmm::precision_floor<double>();
     for (const auto& dist : s.distribution) {
-      kfmm::distribution_from_string(dist);
       for (double n : s.n) {
         for (const auto& acc : accuracy) {
           if (acc.first < 0 && acc.second < floor) continue;  // below the precision's floor
           for (double leaf : s.leaf_size) {
             for (double soft : s.softening) {
-              Case c;
+              Case c = common;
               c.distribution = dist;
               c.n = static_cast<int>(n);
               c.order = acc.first;
@@ -382,15 +447,7 @@ void register_sweep(const Sweep& s) {
               c.leaf_size = static_cast<int>(leaf);
               c.fp32 = prec == "fp32";
               c.softening = soft;
-              c.targets = s.targets;
-              c.stage_repetitions = s.stage_repetitions;
-              auto* b = c.fp32 ? benchmark::RegisterBenchmark(
-                                     c.name().c_str(), [c](benchmark::State& st) { run_case<float>(st, c); })
-                               : benchmark::RegisterBenchmark(c.name().c_str(), [c](benchmark::State& st) {
-                                   run_case<double>(st, c);
-                                 });
-              b->UseManualTime()->Unit(benchmark::kMillisecond);
-              if (kfmm_bench::tiny()) b->Iterations(2);
+              register_case(c);
             }
           }
         }

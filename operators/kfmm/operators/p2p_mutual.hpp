@@ -42,19 +42,34 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_mutual_lanes(
     const Real* KOKKOS_RESTRICT m, Real xj, Real yj, Real zj, Real mj, Real eps2, Real* KOKKOS_RESTRICT ax,
     Real* KOKKOS_RESTRICT ay, Real* KOKKOS_RESTRICT az, Real* KOKKOS_RESTRICT ap, Real* KOKKOS_RESTRICT rx,
     Real* KOKKOS_RESTRICT ry, Real* KOKKOS_RESTRICT rz, Real* KOKKOS_RESTRICT rp) {
-  Real r2[W], ri[W];
-  for (int l = 0; l < W; ++l) {
-    const Real dx = xj - x[l];
-    const Real dy = yj - y[l];
-    const Real dz = zj - z[l];
-    r2[l] = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, eps2)));
+  // (Double with AVX-512: r^2 for all lanes, then 1/sqrt for all at once; elsewhere 1/sqrt stays in
+  // the one lane loop, which g++ vectorises whole: rsqrt_lanes_vectorised.)
+  Real ri[W];
+  if constexpr (rsqrt_lanes_vectorised<Real, W>) {
+    Real r2[W];
+    for (int l = 0; l < W; ++l) {
+      const Real dx = xj - x[l];
+      const Real dy = yj - y[l];
+      const Real dz = zj - z[l];
+      r2[l] = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, eps2)));
+    }
+    rsqrt_lanes<W, GuardZero>(r2, ri);
   }
-  rsqrt_lanes<W, GuardZero>(r2, ri);
   for (int l = 0; l < W; ++l) {
     const Real dx = xj - x[l];
     const Real dy = yj - y[l];
     const Real dz = zj - z[l];
-    const Real rinv = ri[l];
+    Real rinv;
+    if constexpr (rsqrt_lanes_vectorised<Real, W>) {
+      rinv = ri[l];
+    } else {
+      const Real r2 = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, eps2)));
+      if constexpr (GuardZero) {
+        rinv = compat::rsqrt_or_zero(r2);
+      } else {
+        rinv = compat::rsqrt(r2);
+      }
+    }
     const Real rinv3 = rinv * rinv * rinv;
     const Real tx = dx * rinv3;
     const Real ty = dy * rinv3;
@@ -158,30 +173,25 @@ struct P2PMutualHostKernel {
           p2p_mutual_lanes<W, GuardZero>(xs + tb, ys + tb, zs + tb, ms + tb, xj, yj, zj, mj, eps2, ax + tb,
                                          ay + tb, az + tb, ap + tb, rx, ry, rz, rp);
         }
-        Acc sx = Acc(0), sy = Acc(0), sz = Acc(0), sp = Acc(0);
-        if constexpr (std::is_same_v<Acc, Real>) {
-          // Lanes summed pairwise, halves first (a fixed order): log2(W) vector adds per component where
-          // one scalar add per lane had been 17 % of the kernel's samples (a chain of W dependent adds).
-          for (int h = W / 2; h >= 1; h /= 2) {
-            for (int l = 0; l < h; ++l) {
-              rx[l] += rx[l + h];
-              ry[l] += ry[l + h];
-              rz[l] += rz[l + h];
-              rp[l] += rp[l + h];
-            }
-          }
-          sx = rx[0];
-          sy = ry[0];
-          sz = rz[0];
-          sp = rp[0];
-        } else {
-          for (int l = 0; l < W; ++l) {  // lanes in a fixed order, each added in Acc
-            sx += rx[l];
-            sy += ry[l];
-            sz += rz[l];
-            sp += rp[l];
+        // Lanes summed pairwise in Acc, halves first (a fixed order): log2(W) vector adds per component
+        // where one scalar add per lane had been 17 % of the kernel's samples in double (a chain of W
+        // dependent adds), and 2.6x the double kernel's time in float with double sums (W = 16).
+        Acc ux[W], uy[W], uz[W], up[W];
+        for (int l = 0; l < W; ++l) {
+          ux[l] = static_cast<Acc>(rx[l]);
+          uy[l] = static_cast<Acc>(ry[l]);
+          uz[l] = static_cast<Acc>(rz[l]);
+          up[l] = static_cast<Acc>(rp[l]);
+        }
+        for (int h = W / 2; h >= 1; h /= 2) {
+          for (int l = 0; l < h; ++l) {
+            ux[l] += ux[l + h];
+            uy[l] += uy[l + h];
+            uz[l] += uz[l + h];
+            up[l] += up[l + h];
           }
         }
+        const Acc sx = ux[0], sy = uy[0], sz = uz[0], sp = up[0];
         out[4LL * j + 0] -= sx;
         out[4LL * j + 1] -= sy;
         out[4LL * j + 2] -= sz;

@@ -143,37 +143,64 @@ KOKKOS_FORCEINLINE_FUNCTION void rsqrt_lanes(const Real* KOKKOS_RESTRICT r2, Rea
   }
 }
 
+/// True where rsqrt_lanes has a vector path of its own (double with AVX-512). Elsewhere the host lanes
+/// keep 1/sqrt inside their one fused lane loop: split into its own loop, g++ left the generic
+/// rsqrt_lanes scalar there (float, and double with AVX2 only).
+template <class Real, int W>
+inline constexpr bool rsqrt_lanes_vectorised =
+#if defined(KFMM_P2P_LANES_AVX512)
+    std::is_same_v<Real, double> && W % 8 == 0;
+#else
+    false;
+#endif
+
 /// Host lanes: W targets against one source; the fixed-trip lane loop vectorises. Lane `lane_of_self`
 /// (the lane whose target is this source, on the target's own leaf; -1 for none) is masked.
 template <int W, bool GuardZero, bool Masked, class Real>
 KOKKOS_FORCEINLINE_FUNCTION void p2p_lanes(const Real* xi, const Real* yi, const Real* zi, Real xj, Real yj,
                                            Real zj, Real mj, Real eps2, int lane_of_self, Real* ax, Real* ay,
                                            Real* az, Real* phi) {
-  Real r2[W], ri[W], m[W];
-  for (int l = 0; l < W; ++l) {
-    const Real dx = xj - xi[l];
-    const Real dy = yj - yi[l];
-    const Real dz = zj - zi[l];
-    m[l] = mj;
-    Real e2 = eps2;
-    if constexpr (Masked) {  // i == j: zero mass, unit r^2 (no 0 * inf)
-      const bool self = l == lane_of_self;
-      m[l] = self ? Real(0) : m[l];
-      e2 = self ? Real(1) : e2;
+  if constexpr (rsqrt_lanes_vectorised<Real, W>) {  // r^2 for all lanes, 1/sqrt for all, then the sums
+    Real r2[W], ri[W], m[W];
+    for (int l = 0; l < W; ++l) {
+      const Real dx = xj - xi[l];
+      const Real dy = yj - yi[l];
+      const Real dz = zj - zi[l];
+      m[l] = mj;
+      Real e2 = eps2;
+      if constexpr (Masked) {  // i == j: zero mass, unit r^2 (no 0 * inf)
+        const bool self = l == lane_of_self;
+        m[l] = self ? Real(0) : m[l];
+        e2 = self ? Real(1) : e2;
+      }
+      r2[l] = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, e2)));
     }
-    r2[l] = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, e2)));
-  }
-  rsqrt_lanes<W, GuardZero>(r2, ri);
-  for (int l = 0; l < W; ++l) {  // (p2p_pair's sums, given the reciprocal distance)
-    const Real dx = xj - xi[l];
-    const Real dy = yj - yi[l];
-    const Real dz = zj - zi[l];
-    const Real mr = m[l] * ri[l];
-    const Real mr3 = mr * ri[l] * ri[l];
-    phi[l] += mr;
-    ax[l] = compat::fmadd(dx, mr3, ax[l]);
-    ay[l] = compat::fmadd(dy, mr3, ay[l]);
-    az[l] = compat::fmadd(dz, mr3, az[l]);
+    rsqrt_lanes<W, GuardZero>(r2, ri);
+    for (int l = 0; l < W; ++l) {  // (p2p_pair's sums, given the reciprocal distance)
+      const Real dx = xj - xi[l];
+      const Real dy = yj - yi[l];
+      const Real dz = zj - zi[l];
+      const Real mr = m[l] * ri[l];
+      const Real mr3 = mr * ri[l] * ri[l];
+      phi[l] += mr;
+      ax[l] = compat::fmadd(dx, mr3, ax[l]);
+      ay[l] = compat::fmadd(dy, mr3, ay[l]);
+      az[l] = compat::fmadd(dz, mr3, az[l]);
+    }
+  } else {
+    for (int l = 0; l < W; ++l) {
+      const Real dx = xj - xi[l];
+      const Real dy = yj - yi[l];
+      const Real dz = zj - zi[l];
+      Real m = mj;
+      Real e2 = eps2;
+      if constexpr (Masked) {  // i == j: zero mass, unit r^2 (no 0 * inf)
+        const bool self = l == lane_of_self;
+        m = self ? Real(0) : m;
+        e2 = self ? Real(1) : e2;
+      }
+      p2p_pair<GuardZero>(dx, dy, dz, m, e2, ax[l], ay[l], az[l], phi[l]);
+    }
   }
 }
 

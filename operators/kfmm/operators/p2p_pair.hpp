@@ -149,7 +149,7 @@ KOKKOS_FORCEINLINE_FUNCTION void rsqrt_lanes(const Real* KOKKOS_RESTRICT r2, Rea
 template <class Real, int W>
 inline constexpr bool rsqrt_lanes_vectorised =
 #if defined(KFMM_P2P_LANES_AVX512)
-    std::is_same_v<Real, double> && W % 8 == 0;
+    std::is_same_v<Real, double>&& W % 8 == 0;
 #else
     false;
 #endif

@@ -51,7 +51,7 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_mutual_lanes(
       const Real dx = xj - x[l];
       const Real dy = yj - y[l];
       const Real dz = zj - z[l];
-      r2[l] = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, eps2)));
+      r2[l] = pair_r2(dx, dy, dz, eps2);
     }
     rsqrt_lanes<W, GuardZero>(r2, ri);
   }
@@ -63,12 +63,7 @@ KOKKOS_FORCEINLINE_FUNCTION void p2p_mutual_lanes(
     if constexpr (rsqrt_lanes_vectorised<Real, W>) {
       rinv = ri[l];
     } else {
-      const Real r2 = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, eps2)));
-      if constexpr (GuardZero) {
-        rinv = compat::rsqrt_or_zero(r2);
-      } else {
-        rinv = compat::rsqrt(r2);
-      }
+      rinv = pair_rsqrt<GuardZero>(pair_r2(dx, dy, dz, eps2));
     }
     const Real rinv3 = rinv * rinv * rinv;
     const Real tx = dx * rinv3;

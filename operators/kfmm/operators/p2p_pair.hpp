@@ -17,27 +17,45 @@
 #endif
 
 namespace kfmm {
-/// One softened pair term (building block). With d = x_j - x_i, adds m_j d / (r^2+eps^2)^(3/2) to
-/// (ax, ay, az) and m_j / (r^2+eps^2)^(1/2) to phi; the caller multiplies by G (acceleration) and -G
-/// (potential) once per target. GuardZero (for eps2 == 0): a pair at zero distance adds nothing.
-template <bool GuardZero, class Real>
-KOKKOS_FORCEINLINE_FUNCTION void p2p_pair(Real dx, Real dy, Real dz, Real mass, Real eps2, Real& ax, Real& ay,
-                                          Real& az, Real& phi) {
+/// Softened squared distance r^2 + eps^2 (building block; eps2 first: three fused multiply-adds).
+template <class Real>
+KOKKOS_FORCEINLINE_FUNCTION Real pair_r2(Real dx, Real dy, Real dz, Real eps2) {
   using compat::fmadd;
-  const Real r2 =
-      fmadd(dz, dz, fmadd(dy, dy, fmadd(dx, dx, eps2)));  // (eps2 first: three fused multiply-adds)
-  Real rinv;
+  return fmadd(dz, dz, fmadd(dy, dy, fmadd(dx, dx, eps2)));
+}
+
+/// 1 / sqrt(r2) of a pair (building block); GuardZero: 0 below the smallest normal (branch-free on the
+/// host, so the lanes vectorise: compat::rsqrt_or_zero).
+template <bool GuardZero, class Real>
+KOKKOS_FORCEINLINE_FUNCTION Real pair_rsqrt(Real r2) {
   if constexpr (GuardZero) {
-    rinv = compat::rsqrt_or_zero(r2);  // (branch-free on the host, so the lanes vectorise)
+    return compat::rsqrt_or_zero(r2);
   } else {
-    rinv = compat::rsqrt(r2);
+    return compat::rsqrt(r2);
   }
+}
+
+/// A pair's sums given its reciprocal distance rinv (building block): adds m rinv^3 d to (ax, ay, az)
+/// and m rinv to phi.
+template <class Real>
+KOKKOS_FORCEINLINE_FUNCTION void pair_sums(Real dx, Real dy, Real dz, Real mass, Real rinv, Real& ax,
+                                           Real& ay, Real& az, Real& phi) {
+  using compat::fmadd;
   const Real mr = mass * rinv;
   const Real mr3 = mr * rinv * rinv;
   phi += mr;
   ax = fmadd(dx, mr3, ax);
   ay = fmadd(dy, mr3, ay);
   az = fmadd(dz, mr3, az);
+}
+
+/// One softened pair term (building block). With d = x_j - x_i, adds m_j d / (r^2+eps^2)^(3/2) to
+/// (ax, ay, az) and m_j / (r^2+eps^2)^(1/2) to phi; the caller multiplies by G (acceleration) and -G
+/// (potential) once per target. GuardZero (for eps2 == 0): a pair at zero distance adds nothing.
+template <bool GuardZero, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void p2p_pair(Real dx, Real dy, Real dz, Real mass, Real eps2, Real& ax, Real& ay,
+                                          Real& az, Real& phi) {
+  pair_sums(dx, dy, dz, mass, pair_rsqrt<GuardZero>(pair_r2(dx, dy, dz, eps2)), ax, ay, az, phi);
 }
 
 /// Adds a finished unscaled sum (p2p_pair's conventions) of particle i to the outputs: component q < 3
@@ -134,13 +152,7 @@ KOKKOS_FORCEINLINE_FUNCTION void rsqrt_lanes(const Real* KOKKOS_RESTRICT r2, Rea
     return;
   }
 #endif
-  for (int l = 0; l < W; ++l) {
-    if constexpr (GuardZero) {
-      rinv[l] = compat::rsqrt_or_zero(r2[l]);
-    } else {
-      rinv[l] = compat::rsqrt(r2[l]);
-    }
-  }
+  for (int l = 0; l < W; ++l) rinv[l] = pair_rsqrt<GuardZero>(r2[l]);
 }
 
 /// True where rsqrt_lanes has a vector path of its own (double with AVX-512). Elsewhere the host lanes
@@ -160,46 +172,31 @@ template <int W, bool GuardZero, bool Masked, class Real>
 KOKKOS_FORCEINLINE_FUNCTION void p2p_lanes(const Real* xi, const Real* yi, const Real* zi, Real xj, Real yj,
                                            Real zj, Real mj, Real eps2, int lane_of_self, Real* ax, Real* ay,
                                            Real* az, Real* phi) {
+  // Lane l's source mass and softening: the masked lane (i == j) takes zero mass and a unit r^2 (no 0 * inf).
+  const auto lane = [&](const int l, Real& m, Real& e2) {
+    m = mj;
+    e2 = eps2;
+    if constexpr (Masked) {
+      const bool self = l == lane_of_self;
+      m = self ? Real(0) : m;
+      e2 = self ? Real(1) : e2;
+    }
+  };
   if constexpr (rsqrt_lanes_vectorised<Real, W>) {  // r^2 for all lanes, 1/sqrt for all, then the sums
     Real r2[W], ri[W], m[W];
     for (int l = 0; l < W; ++l) {
-      const Real dx = xj - xi[l];
-      const Real dy = yj - yi[l];
-      const Real dz = zj - zi[l];
-      m[l] = mj;
-      Real e2 = eps2;
-      if constexpr (Masked) {  // i == j: zero mass, unit r^2 (no 0 * inf)
-        const bool self = l == lane_of_self;
-        m[l] = self ? Real(0) : m[l];
-        e2 = self ? Real(1) : e2;
-      }
-      r2[l] = compat::fmadd(dz, dz, compat::fmadd(dy, dy, compat::fmadd(dx, dx, e2)));
+      Real e2;
+      lane(l, m[l], e2);
+      r2[l] = pair_r2(xj - xi[l], yj - yi[l], zj - zi[l], e2);
     }
     rsqrt_lanes<W, GuardZero>(r2, ri);
-    for (int l = 0; l < W; ++l) {  // (p2p_pair's sums, given the reciprocal distance)
-      const Real dx = xj - xi[l];
-      const Real dy = yj - yi[l];
-      const Real dz = zj - zi[l];
-      const Real mr = m[l] * ri[l];
-      const Real mr3 = mr * ri[l] * ri[l];
-      phi[l] += mr;
-      ax[l] = compat::fmadd(dx, mr3, ax[l]);
-      ay[l] = compat::fmadd(dy, mr3, ay[l]);
-      az[l] = compat::fmadd(dz, mr3, az[l]);
-    }
+    for (int l = 0; l < W; ++l)
+      pair_sums(xj - xi[l], yj - yi[l], zj - zi[l], m[l], ri[l], ax[l], ay[l], az[l], phi[l]);
   } else {
     for (int l = 0; l < W; ++l) {
-      const Real dx = xj - xi[l];
-      const Real dy = yj - yi[l];
-      const Real dz = zj - zi[l];
-      Real m = mj;
-      Real e2 = eps2;
-      if constexpr (Masked) {  // i == j: zero mass, unit r^2 (no 0 * inf)
-        const bool self = l == lane_of_self;
-        m = self ? Real(0) : m;
-        e2 = self ? Real(1) : e2;
-      }
-      p2p_pair<GuardZero>(dx, dy, dz, m, e2, ax[l], ay[l], az[l], phi[l]);
+      Real m, e2;
+      lane(l, m, e2);
+      p2p_pair<GuardZero>(xj - xi[l], yj - yi[l], zj - zi[l], m, e2, ax[l], ay[l], az[l], phi[l]);
     }
   }
 }

@@ -236,7 +236,7 @@ class Solver {
               sizeof(Real) == 4 ? " (use double)" : "");
     }
     const ParameterChoice choice = choose_parameters(options.tolerance, options.order, options.theta, floor,
-                                                     highest_automatic_order<Real>());
+                                                     highest_automatic_order<Real, ExecutionSpace>());
     options_ = options;
     order_ = choice.order;
     theta_ = choice.theta;

@@ -5,6 +5,8 @@
 /// margin that keeps the unsoftened far field within the tolerance of the softened kernel.
 #pragma once
 
+#include <Kokkos_Core.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -12,6 +14,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/drivers/calibration_table.hpp"
+#include "kfmm/operators/static_order.hpp"
 
 namespace kfmm {
 
@@ -22,12 +25,15 @@ constexpr double precision_floor() {
   return sizeof(Real) <= 4 ? detail::calibration::float_floor : detail::calibration::double_floor;
 }
 
-/// Highest order the tolerance rule picks in precision Real. In float the unscaled solid harmonics of
-/// degree 2p+1 overflow between strongly clustered nodes beyond p ~ 11, and float's floor never needs
-/// more than p ~ 8; an explicit Options::order above this is still honoured.
-template <class Real>
+/// Highest order the tolerance rule picks in precision Real on ExecutionSpace: the M2L's highest
+/// compile-time order there (operators' static_order.hpp: 16 for double on host backends, 10 on GPUs,
+/// where higher orders run the runtime-order kernel with its local in scratch memory and the calibrated
+/// CPU costs would not hold). In float also 10: the unscaled solid harmonics of degree 2p+1 overflow
+/// between strongly clustered nodes beyond p ~ 11, and float's floor never needs more than p ~ 8. An
+/// explicit Options::order above this is still honoured.
+template <class Real, class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
 constexpr int highest_automatic_order() {
-  return sizeof(Real) <= 4 ? 10 : max_order;
+  return sizeof(Real) <= 4 ? 10 : detail::max_static_order_for<ExecutionSpace, Real>;
 }
 
 /// Parameters chosen for an evaluation.

@@ -8,8 +8,9 @@
 ///   - fused (m2l_fused.hpp): target-owned, everything on chip, one write per local coefficient;
 ///   - baseline (m2l_baseline.hpp): per-pair results in a global buffer, segmented-scan reduction.
 /// The fused lane is specialised on the order at compile time for p = 2..10 (runtime dispatch to the
-/// specialisation; other orders run the runtime-order path), in float and double; the baseline lane
-/// is too on host backends and runs the runtime-order maths on GPUs. Both are deterministic. docs/kernels.md
+/// specialisation; other orders run the runtime-order path), in float and double, and on host backends
+/// in double up to p = 16 (static_order.hpp); the baseline lane is specialised up to p = 10 on host
+/// backends and runs the runtime-order maths on GPUs. Both are deterministic. docs/kernels.md
 /// describes the design and the measured costs.
 #pragma once
 
@@ -82,12 +83,14 @@ void m2l(const ExecutionSpace& space, int order,
 
   const M2LLane lane =
       options.lane == M2LLane::automatic ? m2l_automatic_lane<ExecutionSpace>() : options.lane;
-  detail::dispatch_static_order(order, [&](auto p) {
+  detail::dispatch_static_order_for<ExecutionSpace, Real>(order, [&](auto p) {
     constexpr int P = decltype(p)::value;
     if (lane == M2LLane::baseline) {
       // On GPUs the baseline (reference and fallback) runs the runtime-order maths: one kernel for all
-      // orders instead of nine, which halves nvcc's compile time of every file that calls m2l.
-      constexpr int PB = detail::is_host_execution_space<ExecutionSpace> ? P : -1;
+      // orders instead of nine, which halves nvcc's compile time of every file that calls m2l. On host
+      // backends it is specialised up to max_static_order only (the fused lane's high orders are for speed).
+      constexpr int PB =
+          detail::is_host_execution_space<ExecutionSpace> && P <= detail::max_static_order ? P : -1;
       detail::m2l_baseline<PB>(space, order, far_list, centres, multipoles, locals, options);
     } else {
       detail::m2l_fused<P>(space, order, far_list, centres, multipoles, locals, options, workspace);

@@ -9,8 +9,10 @@
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
+#include "kfmm/operators/simd_pack.hpp"
 #include "kfmm/operators/solid_harmonics.hpp"
 #include "kfmm/operators/static_order.hpp"
 
@@ -27,6 +29,10 @@ KOKKOS_INLINE_FUNCTION void p2m_particle(int order, Real mass, Real dx, Real dy,
 }
 
 namespace detail {
+/// Particles per host P2M lane block (as l2p_host_lanes: one 512-bit register of doubles).
+template <class Real>
+inline constexpr int p2m_host_lanes = 8;
+
 /// The batched P2M kernel: one team per listed leaf (see kfmm::p2m). A functor rather than a lambda:
 /// an extended host-device lambda inside an operator instantiated in several nvcc-compiled files crashed
 /// on host backends (a call through a null pointer in the lambda wrapper; docs/gpu.md). P >= 0: the
@@ -53,6 +59,38 @@ struct P2MKernel {
     const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
     Real* out = &multipoles(leaf, 0);
     const int team = member.team_size();
+    if constexpr (is_host_execution_space<ExecutionSpace> && P >= 0) {
+      if (team == 1) {
+        // Host, compile-time order: blocks of W particles in SIMD lanes, each lane summing its own
+        // multipole (padding lanes have mass 0), the lanes summed in a fixed order at the end. 1e6
+        // Plummer, one core, p 14: docs/kernels.md.
+        constexpr int W = p2m_host_lanes<Real>;
+        constexpr int NC = num_coefficients(P);
+        using V = Pack<Real, W>;
+        V sums[NC];
+        for (int k = 0; k < NC; ++k) sums[k] = V(Real(0));
+        for (int first = begin; first < end; first += W) {
+          const int count = end - first < W ? end - first : W;
+          V dx(Real(0)), dy(Real(0)), dz(Real(0)), mass(Real(0));
+          for (int l = 0; l < count; ++l) {
+            dx.v[l] = positions(first + l, 0) - cx;
+            dy.v[l] = positions(first + l, 1) - cy;
+            dz.v[l] = positions(first + l, 2) - cz;
+            mass.v[l] = masses(first + l);
+          }
+          for_each_regular_harmonic(P, dx, dy, dz, [&](int n, int m, const V& c, const V& s) {
+            sums[coefficient_index(n, m)] += mass * c;
+            if (m > 0) sums[coefficient_index(n, -m)] += mass * s;
+          });
+        }
+        for (int k = 0; k < NC; ++k) {
+          Real sum = sums[k].v[0];
+          for (int l = 1; l < W; ++l) sum += sums[k].v[l];
+          out[k] = sum;
+        }
+        return;
+      }
+    }
     if (team == 1) {
       for (int k = 0; k < nc; ++k) out[k] = Real(0);
       for (int i = begin; i < end; ++i)
@@ -91,7 +129,7 @@ struct P2MKernel {
 /// of `positions` / `masses` (an empty range gives zeros). Rows of nodes not listed are untouched.
 ///
 /// One team per listed leaf owns its output row (no atomics): on host backends (team size 1) the
-/// particles are summed in order straight into the row; on GPUs each thread evaluates the harmonics
+/// particles are summed in lanes of 8 (at compile-time orders; else in order) straight into the row; on GPUs each thread evaluates the harmonics
 /// of one particle of a chunk into team scratch and the chunk is summed per coefficient in particle
 /// order. Deterministic: the same inputs give the same bits on one backend and team size.
 ///
@@ -137,7 +175,8 @@ void p2m(const ExecutionSpace& space, int order, const Positions& positions, con
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  // Compile-time orders on GPUs, the runtime order on the host (as for M2M, L2L and L2P).
+  // Compile-time orders (the recurrences unroll; on the host they run in SIMD lanes of particles), up
+  // to p = 16 for double on the host (static_order.hpp, as the M2L and the L2P).
   const auto run = [&](auto p) {
     constexpr int P = decltype(p)::value;
     const detail::P2MKernel<P, ExecutionSpace, Positions, Masses, Ranges, Leaves, Centres, Multipoles> kernel{
@@ -153,7 +192,7 @@ void p2m(const ExecutionSpace& space, int order, const Positions& positions, con
                               Kokkos::PerTeam(row_bytes + Scratch::shmem_size(std::size_t(team) * stride)));
     Kokkos::parallel_for("kfmm::p2m", policy, kernel);
   };
-  detail::dispatch_device_static_order<ExecutionSpace>(order, run);
+  detail::dispatch_static_order_for<ExecutionSpace, Real>(order, run);
 }
 
 }  // namespace kfmm

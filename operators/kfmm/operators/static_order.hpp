@@ -14,43 +14,44 @@ namespace kfmm::detail {
 /// Lowest and highest orders with a compile-time specialisation; others use the runtime-order path.
 inline constexpr int min_static_order = 2;
 inline constexpr int max_static_order = 10;
+/// Highest compile-time order of the host M2L and L2P in double. Low tolerances in double are cheapest
+/// at high orders with wide opening angles on a CPU (1e6 Plummer at 5e-8, two threads: p 10, theta
+/// 0.44, 4.6 s; p 14, theta 0.58, 3.2 s; docs/benchmarks.md), and the runtime-order M2L lanes run 7x
+/// slower per pair at p 11 than the compile-time ones. Float stops at max_static_order, as its automatic
+/// orders do (tolerance.hpp): every order here is one more host kernel in each file that calls them.
+inline constexpr int max_host_double_static_order = 16;
+
+/// Calls f(std::integral_constant<int, P>) with P = order for Lo <= order <= Hi, P = -1 (runtime
+/// order) otherwise.
+template <int Lo, int Hi, class F>
+void dispatch_order_range(int order, F&& f) {
+  if constexpr (Lo > Hi) {
+    f(std::integral_constant<int, -1>{});
+  } else if (order == Lo) {
+    f(std::integral_constant<int, Lo>{});
+  } else {
+    dispatch_order_range<Lo + 1, Hi>(order, f);
+  }
+}
 
 /// Calls f(std::integral_constant<int, P>) with P = order for orders with a compile-time
 /// specialisation, P = -1 (runtime order) otherwise.
 template <class F>
 void dispatch_static_order(int order, F&& f) {
-  switch (order) {
-    case 2:
-      f(std::integral_constant<int, 2>{});
-      break;
-    case 3:
-      f(std::integral_constant<int, 3>{});
-      break;
-    case 4:
-      f(std::integral_constant<int, 4>{});
-      break;
-    case 5:
-      f(std::integral_constant<int, 5>{});
-      break;
-    case 6:
-      f(std::integral_constant<int, 6>{});
-      break;
-    case 7:
-      f(std::integral_constant<int, 7>{});
-      break;
-    case 8:
-      f(std::integral_constant<int, 8>{});
-      break;
-    case 9:
-      f(std::integral_constant<int, 9>{});
-      break;
-    case 10:
-      f(std::integral_constant<int, 10>{});
-      break;
-    default:
-      f(std::integral_constant<int, -1>{});
-      break;
-  }
+  dispatch_order_range<min_static_order, max_static_order>(order, f);
+}
+
+/// Highest compile-time order of the M2L and the L2P on ExecutionSpace in precision Real.
+template <class ExecutionSpace, class Real>
+inline constexpr int max_static_order_for =
+    is_host_execution_space<ExecutionSpace> && std::is_same<Real, double>::value ? max_host_double_static_order
+                                                                                 : max_static_order;
+
+/// dispatch_static_order for the M2L and the L2P on ExecutionSpace in precision Real (compile-time
+/// orders up to max_static_order_for).
+template <class ExecutionSpace, class Real, class F>
+void dispatch_static_order_for(int order, F&& f) {
+  dispatch_order_range<min_static_order, max_static_order_for<ExecutionSpace, Real>>(order, f);
 }
 
 /// dispatch_static_order on device backends; P = -1 (the runtime order) on host backends, whose

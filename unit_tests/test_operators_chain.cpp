@@ -444,7 +444,6 @@ void check_batched_l2p(double tolerance) {
   }
 }
 
-
 /// Batched p2m against the sum of p2m_particle over each leaf's particles in long double, for leaves of
 /// 0, 1, 7, 8, 9 and 21 particles (on host backends the compile-time orders sum in lanes of 8
 /// particles: partial and empty blocks, masses of both signs).
@@ -483,8 +482,8 @@ void check_batched_p2m(double tolerance) {
     Kokkos::deep_copy(masses, hm);
     Kokkos::deep_copy(ranges, hr);
     Kokkos::deep_copy(multipoles, Real(7));  // overwritten, empty leaves with zeros
-    kfmm::p2m(ExecutionSpace(), p, positions, masses, ranges, kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}),
-              centres, multipoles);
+    kfmm::p2m(ExecutionSpace(), p, positions, masses, ranges,
+              kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), centres, multipoles);
     const auto hM = kfmm_test::to_host(multipoles);
     for (int l = 0; l < leaves; ++l) {
       // (scale: per degree n, the sum over particles of the largest |mass R_n^m|; a single coefficient
@@ -520,8 +519,8 @@ TEMPLATE_LIST_TEST_CASE("batched L2P equals l2p_particle at every order and leaf
   check_batched_l2p<TestType, float>(2e-5);
 }
 
-TEMPLATE_LIST_TEST_CASE("batched P2M equals the sum of p2m_particle at every order and leaf size", "[operators][p2m]",
-                        kfmm_test::ExecutionSpaces) {
+TEMPLATE_LIST_TEST_CASE("batched P2M equals the sum of p2m_particle at every order and leaf size",
+                        "[operators][p2m]", kfmm_test::ExecutionSpaces) {
   check_batched_p2m<TestType, double>(1e-13);
   check_batched_p2m<TestType, float>(2e-5);
 }

@@ -155,6 +155,29 @@ TEST_CASE("The tolerance rule honours a fixed order or theta or fails loudly", "
   CHECK(kfmm::precision_floor<double>() <= 1e-10);
 }
 
+TEST_CASE("The tolerance rule keeps to the backend's compile-time orders while they can meet it",
+          "[solver][tolerance]") {
+  // Host backends compile the M2L up to p 16 in double, GPUs up to 10, float everywhere up to 10.
+  CHECK(kfmm::highest_automatic_order<double, Kokkos::DefaultHostExecutionSpace>() ==
+        kfmm::detail::max_host_double_static_order);
+  CHECK(kfmm::highest_automatic_order<float, Kokkos::DefaultHostExecutionSpace>() ==
+        kfmm::detail::max_static_order);
+  const double floor = kfmm::precision_floor<double>();
+  for (const double tol : {1e-3, 1e-5, 1e-7, 1e-8, 1e-9, 1e-10}) {
+    INFO("tolerance " << tol);
+    const auto capped = kfmm::choose_parameters(tol, std::nullopt, std::nullopt, floor, 10);
+    const auto open = kfmm::choose_parameters(tol, std::nullopt, std::nullopt, floor, kfmm::max_order);
+    CHECK(capped.predicted_error * kfmm::detail::calibration::safety <= tol);
+    CHECK(kfmm::relative_cost(open.order, open.theta) <=
+          kfmm::relative_cost(capped.order, capped.theta) * (1 + 1e-12));
+    // Within the cap whenever some order up to it meets the tolerance (the calibrated best error of
+    // p 10 is at theta 0.3), above it only when none does.
+    const bool reachable = kfmm::predicted_error(10, 0.3) * kfmm::detail::calibration::safety <= tol;
+    CHECK((capped.order <= 10) == reachable);
+  }
+  CHECK(kfmm::choose_parameters(1e-10, std::nullopt, std::nullopt, floor, 10).order > 10);  // (not refused)
+}
+
 TEST_CASE("The softening margin bounds the softened-unsoftened kernel difference", "[solver][tolerance]") {
   CHECK(kfmm::softening_min_separation(0.0, 1e-6) == 0.0);
   for (double eps : {1e-4, 1e-2, 0.3}) {

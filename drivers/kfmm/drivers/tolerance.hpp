@@ -105,7 +105,9 @@ inline double relative_cost(int order, double theta) {
 /// (predicted_error: measured at theta = 0.3, 0.4, ..., 0.8, interpolated between) times a safety factor
 /// is within `tolerance`; theta is continuous (a multiple of 1e-3), not only a measured one. With one of them
 /// given, the other is chosen. With both given they are returned as they are (with their predicted error).
-/// Orders above `highest_order` are only used when `order` asks for them. Throws kfmm::Error when the request
+/// Orders above `highest_order` are used when `order` asks for them, or when no order up to it can meet
+/// the tolerance (then the cheapest order up to max_order that can; a GPU asked for 1e-9 in double
+/// still gets an answer, from its runtime-order kernels). Throws kfmm::Error when the request
 /// cannot be met (tolerance below `floor`, or a fixed order or theta that cannot reach it).
 inline ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {},
                                          std::optional<double> theta = {},
@@ -128,7 +130,7 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
   double best_cost = -1;
   for (int p = 0; p <= max_order; ++p) {
     if (order && p != *order) continue;
-    if (!order && p > highest_order) continue;
+    if (!order && p > highest_order) break;  // (tried again below when nothing up to it qualifies)
     if (theta) {
       const double e = predicted_error(p, *theta);
       const double c = relative_cost(p, *theta);
@@ -158,6 +160,9 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
         if (th > thetas[t]) consider(th);
       }
     }
+  }
+  if (best_cost < 0 && !order && highest_order < max_order) {
+    return choose_parameters(tolerance, order, theta, floor, max_order);
   }
   if (best_cost < 0) {
     if (order) {

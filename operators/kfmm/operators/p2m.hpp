@@ -129,9 +129,10 @@ struct P2MKernel {
 /// of `positions` / `masses` (an empty range gives zeros). Rows of nodes not listed are untouched.
 ///
 /// One team per listed leaf owns its output row (no atomics): on host backends (team size 1) the
-/// particles are summed in lanes of 8 (at compile-time orders; else in order) straight into the row; on GPUs each thread evaluates the harmonics
-/// of one particle of a chunk into team scratch and the chunk is summed per coefficient in particle
-/// order. Deterministic: the same inputs give the same bits on one backend and team size.
+/// particles are summed in lanes of 8 (at compile-time orders; else in order) straight into the row; on GPUs
+/// each thread evaluates the harmonics of one particle of a chunk into team scratch and the chunk is summed
+/// per coefficient in particle order. Deterministic: the same inputs give the same bits on one backend and
+/// team size.
 ///
 /// Throws kfmm::Error for an order outside 0..16, a multipoles View with fewer than (order+1)^2
 /// columns, mismatched extents, or listed ids / ranges out of bounds (checked on the device first).

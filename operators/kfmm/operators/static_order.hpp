@@ -44,8 +44,8 @@ void dispatch_static_order(int order, F&& f) {
 /// Highest compile-time order of the M2L and the L2P on ExecutionSpace in precision Real.
 template <class ExecutionSpace, class Real>
 inline constexpr int max_static_order_for =
-    is_host_execution_space<ExecutionSpace> && std::is_same<Real, double>::value ? max_host_double_static_order
-                                                                                 : max_static_order;
+    is_host_execution_space<ExecutionSpace>&& std::is_same<Real, double>::value ? max_host_double_static_order
+                                                                                : max_static_order;
 
 /// dispatch_static_order for the M2L and the L2P on ExecutionSpace in precision Real (compile-time
 /// orders up to max_static_order_for).

@@ -385,19 +385,30 @@ TEST_CASE("L2P gradient equals the analytic gradient of the L2P potential", "[op
 
 namespace {
 
+/// Orders the batched P2M / L2P tests run: the runtime orders 0, 1 and compile-time ones up to 16 (the
+/// host's double lanes reach 16; static_order.hpp).
+const int lane_test_orders[] = {0, 1, 2, 4, 7, 9, 10, 11, 12, 13, 14, 15, 16};
+
+/// First particle of each test leaf (and the total last) for leaves of 0, 1, 7, 8, 9 and 21 particles:
+/// empty, partial and full lane blocks of 8.
+std::vector<int> lane_leaf_firsts() {
+  const std::vector<int> sizes = {0, 1, 7, 8, 9, 21};
+  std::vector<int> first(sizes.size() + 1, 0);
+  for (size_t l = 0; l < sizes.size(); ++l) first[l + 1] = first[l] + sizes[l];
+  return first;
+}
+
 /// Batched l2p against l2p_particle, particle by particle, for leaves of 0, 1, 7, 8, 9 and 21 particles
 /// (on host backends the compile-time orders run in lanes of 8 particles: partial and empty blocks).
 template <class ExecutionSpace, class Real>
 void check_batched_l2p(double tolerance) {
   using Memory = typename ExecutionSpace::memory_space;
-  const std::vector<int> sizes = {0, 1, 7, 8, 9, 21};
-  const int leaves = static_cast<int>(sizes.size());
-  std::vector<int> first(leaves + 1, 0);
-  for (int l = 0; l < leaves; ++l) first[l + 1] = first[l] + sizes[l];
+  const std::vector<int> first = lane_leaf_firsts();
+  const int leaves = static_cast<int>(first.size()) - 1;
   const int n = first[leaves];
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(-1, 1);
-  for (int p : {0, 1, 2, 4, 7, 9, 10, 11, 12, 13, 14, 15, 16}) {  // (host double: compile-time to 16)
+  for (int p : lane_test_orders) {
     INFO("order " << p);
     const int nc = kfmm::num_coefficients(p), ng = kfmm::num_coefficients(p - 1);
     Kokkos::View<Real**, Kokkos::LayoutRight, Memory> locals("locals", leaves, nc);
@@ -450,14 +461,12 @@ void check_batched_l2p(double tolerance) {
 template <class ExecutionSpace, class Real>
 void check_batched_p2m(double tolerance) {
   using Memory = typename ExecutionSpace::memory_space;
-  const std::vector<int> sizes = {0, 1, 7, 8, 9, 21};
-  const int leaves = static_cast<int>(sizes.size());
-  std::vector<int> first(leaves + 1, 0);
-  for (int l = 0; l < leaves; ++l) first[l + 1] = first[l] + sizes[l];
+  const std::vector<int> first = lane_leaf_firsts();
+  const int leaves = static_cast<int>(first.size()) - 1;
   const int n = first[leaves];
   std::mt19937 rng(6);
   std::uniform_real_distribution<double> u(-1, 1);
-  for (int p : {0, 1, 2, 4, 7, 9, 10, 11, 12, 13, 14, 15, 16}) {
+  for (int p : lane_test_orders) {
     INFO("order " << p);
     const int nc = kfmm::num_coefficients(p);
     Kokkos::View<Real**, Kokkos::LayoutRight, Memory> multipoles("multipoles", leaves, nc);

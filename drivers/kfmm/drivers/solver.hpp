@@ -240,7 +240,7 @@ class Solver {
     options_ = options;
     order_ = choice.order;
     theta_ = choice.theta;
-    // The calibrated leaf sizes balance near and far work on a CPU core (64 at p 3-7, 128 at p 8-10);
+    // The calibrated leaf sizes balance near and far work on a CPU core (64 at p 0-6, 128 at p 7-11);
     // they are also the GPU's: the H200's fastest leaves at p 6-8 are 64-128 (docs/benchmarks.md).
     leaf_size_ = options.leaf_size > 0 ? options.leaf_size : choice.leaf_size;
     predicted_error_ = choice.predicted_error;

@@ -63,7 +63,7 @@ struct P2MKernel {
       if (team == 1) {
         // Host, compile-time order: blocks of W particles in SIMD lanes, each lane summing its own
         // multipole (padding lanes have mass 0), the lanes summed in a fixed order at the end. 1e6
-        // Plummer, one core, p 14: docs/kernels.md.
+        // Plummer, one core, p 14: docs/operators.md.
         constexpr int W = p2m_host_lanes<Real>;
         constexpr int NC = num_coefficients(P);
         using V = Pack<Real, W>;

@@ -389,54 +389,76 @@ namespace {
 /// host's double lanes reach 16; static_order.hpp).
 const int lane_test_orders[] = {0, 1, 2, 4, 7, 9, 10, 11, 12, 13, 14, 15, 16};
 
-/// First particle of each test leaf (and the total last) for leaves of 0, 1, 7, 8, 9 and 21 particles:
-/// empty, partial and full lane blocks of 8.
-std::vector<int> lane_leaf_firsts() {
-  const std::vector<int> sizes = {0, 1, 7, 8, 9, 21};
-  std::vector<int> first(sizes.size() + 1, 0);
-  for (size_t l = 0; l < sizes.size(); ++l) first[l + 1] = first[l] + sizes[l];
-  return first;
-}
+/// Leaves of 0, 1, 7, 8, 9 and 21 particles (empty, partial and full lane blocks of 8) for the batched
+/// P2M / L2P tests: random centres in [-1, 1]^3, each leaf's particles within 0.5 of its centre along
+/// every axis, masses in [-1, 1]; host copies and device Views of each.
+template <class ExecutionSpace, class Real>
+struct LaneLeaves {
+  using Memory = typename ExecutionSpace::memory_space;
+  std::vector<int> first{0};  ///< first particle of each leaf, the total last
+  int leaves = 0, n = 0;
+  Kokkos::View<Real*[3], Memory> centres, positions;
+  Kokkos::View<Real*, Memory> masses;
+  Kokkos::View<int* [2], Memory> ranges;
+  decltype(Kokkos::create_mirror_view(Kokkos::View<Real*[3], Memory>())) hc, hx;
+  decltype(Kokkos::create_mirror_view(Kokkos::View<Real*, Memory>())) hm;
+
+  explicit LaneLeaves(std::mt19937& rng) {
+    for (const int size : {0, 1, 7, 8, 9, 21}) first.push_back(first.back() + size);
+    leaves = static_cast<int>(first.size()) - 1;
+    n = first[leaves];
+    centres = Kokkos::View<Real* [3], Memory>("centres", leaves);
+    positions = Kokkos::View<Real* [3], Memory>("positions", n);
+    masses = Kokkos::View<Real*, Memory>("masses", n);
+    ranges = Kokkos::View<int* [2], Memory>("ranges", leaves);
+    hc = Kokkos::create_mirror_view(centres);
+    hx = Kokkos::create_mirror_view(positions);
+    hm = Kokkos::create_mirror_view(masses);
+    auto hr = Kokkos::create_mirror_view(ranges);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (int l = 0; l < leaves; ++l) {
+      for (int a = 0; a < 3; ++a) hc(l, a) = static_cast<Real>(u(rng));
+      hr(l, 0) = first[l];
+      hr(l, 1) = first[l + 1];
+      for (int i = first[l]; i < first[l + 1]; ++i) {
+        for (int a = 0; a < 3; ++a) hx(i, a) = static_cast<Real>(hc(l, a) + 0.5 * u(rng));
+        hm(i) = static_cast<Real>(u(rng));
+      }
+    }
+    Kokkos::deep_copy(centres, hc);
+    Kokkos::deep_copy(positions, hx);
+    Kokkos::deep_copy(masses, hm);
+    Kokkos::deep_copy(ranges, hr);
+  }
+};
 
 /// Batched l2p against l2p_particle, particle by particle, for leaves of 0, 1, 7, 8, 9 and 21 particles
 /// (on host backends the compile-time orders run in lanes of 8 particles: partial and empty blocks).
 template <class ExecutionSpace, class Real>
 void check_batched_l2p(double tolerance) {
   using Memory = typename ExecutionSpace::memory_space;
-  const std::vector<int> first = lane_leaf_firsts();
-  const int leaves = static_cast<int>(first.size()) - 1;
-  const int n = first[leaves];
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(-1, 1);
   for (int p : lane_test_orders) {
     INFO("order " << p);
+    const LaneLeaves<ExecutionSpace, Real> f(rng);
     const int nc = kfmm::num_coefficients(p), ng = kfmm::num_coefficients(p - 1);
-    Kokkos::View<Real**, Kokkos::LayoutRight, Memory> locals("locals", leaves, nc);
-    Kokkos::View<Real*[3], Memory> centres("centres", leaves), positions("positions", n), acc("acc", n);
-    Kokkos::View<int* [2], Memory> ranges("ranges", leaves);
-    Kokkos::View<Real*, Memory> pot("pot", n);
+    Kokkos::View<Real**, Kokkos::LayoutRight, Memory> locals("locals", f.leaves, nc);
+    Kokkos::View<Real* [3], Memory> acc("acc", f.n);
+    Kokkos::View<Real*, Memory> pot("pot", f.n);
     auto hl = Kokkos::create_mirror_view(locals);
-    auto hc = Kokkos::create_mirror_view(centres);
-    auto hx = Kokkos::create_mirror_view(positions);
-    auto hr = Kokkos::create_mirror_view(ranges);
-    for (int l = 0; l < leaves; ++l) {
+    for (int l = 0; l < f.leaves; ++l)
       for (int k = 0; k < nc; ++k) hl(l, k) = static_cast<Real>(u(rng) / (1 + k));
-      for (int a = 0; a < 3; ++a) hc(l, a) = static_cast<Real>(u(rng));
-      hr(l, 0) = first[l];
-      hr(l, 1) = first[l + 1];
-      for (int i = first[l]; i < first[l + 1]; ++i)
-        for (int a = 0; a < 3; ++a) hx(i, a) = static_cast<Real>(hc(l, a) + 0.5 * u(rng));
-    }
     Kokkos::deep_copy(locals, hl);
-    Kokkos::deep_copy(centres, hc);
-    Kokkos::deep_copy(positions, hx);
-    Kokkos::deep_copy(ranges, hr);
     const double G = 1.25;
-    kfmm::l2p(ExecutionSpace(), p, G, kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), ranges, centres,
-              locals, positions, acc, pot);
+    kfmm::l2p(ExecutionSpace(), p, G, kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), f.ranges, f.centres,
+              locals, f.positions, acc, pot);
     const auto ha = kfmm_test::to_host(acc);
     const auto hp = kfmm_test::to_host(pot);
-    for (int l = 0; l < leaves; ++l) {
+    const auto& first = f.first;
+    const auto& hx = f.hx;
+    const auto& hc = f.hc;
+    for (int l = 0; l < f.leaves; ++l) {
       std::vector<Real> L(nc), Gx(ng > 0 ? ng : 1), Gy(ng > 0 ? ng : 1), Gz(ng > 0 ? ng : 1);
       for (int k = 0; k < nc; ++k) L[k] = hl(l, k);
       kfmm::l2p_gradient_coefficients(p, L.data(), Gx.data(), Gy.data(), Gz.data());
@@ -461,40 +483,21 @@ void check_batched_l2p(double tolerance) {
 template <class ExecutionSpace, class Real>
 void check_batched_p2m(double tolerance) {
   using Memory = typename ExecutionSpace::memory_space;
-  const std::vector<int> first = lane_leaf_firsts();
-  const int leaves = static_cast<int>(first.size()) - 1;
-  const int n = first[leaves];
   std::mt19937 rng(6);
-  std::uniform_real_distribution<double> u(-1, 1);
   for (int p : lane_test_orders) {
     INFO("order " << p);
+    const LaneLeaves<ExecutionSpace, Real> f(rng);
     const int nc = kfmm::num_coefficients(p);
-    Kokkos::View<Real**, Kokkos::LayoutRight, Memory> multipoles("multipoles", leaves, nc);
-    Kokkos::View<Real*[3], Memory> centres("centres", leaves), positions("positions", n);
-    Kokkos::View<Real*, Memory> masses("masses", n);
-    Kokkos::View<int* [2], Memory> ranges("ranges", leaves);
-    auto hc = Kokkos::create_mirror_view(centres);
-    auto hx = Kokkos::create_mirror_view(positions);
-    auto hm = Kokkos::create_mirror_view(masses);
-    auto hr = Kokkos::create_mirror_view(ranges);
-    for (int l = 0; l < leaves; ++l) {
-      for (int a = 0; a < 3; ++a) hc(l, a) = static_cast<Real>(u(rng));
-      hr(l, 0) = first[l];
-      hr(l, 1) = first[l + 1];
-      for (int i = first[l]; i < first[l + 1]; ++i) {
-        for (int a = 0; a < 3; ++a) hx(i, a) = static_cast<Real>(hc(l, a) + 0.5 * u(rng));
-        hm(i) = static_cast<Real>(u(rng));
-      }
-    }
-    Kokkos::deep_copy(centres, hc);
-    Kokkos::deep_copy(positions, hx);
-    Kokkos::deep_copy(masses, hm);
-    Kokkos::deep_copy(ranges, hr);
+    Kokkos::View<Real**, Kokkos::LayoutRight, Memory> multipoles("multipoles", f.leaves, nc);
     Kokkos::deep_copy(multipoles, Real(7));  // overwritten, empty leaves with zeros
-    kfmm::p2m(ExecutionSpace(), p, positions, masses, ranges,
-              kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), centres, multipoles);
+    kfmm::p2m(ExecutionSpace(), p, f.positions, f.masses, f.ranges,
+              kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), f.centres, multipoles);
     const auto hM = kfmm_test::to_host(multipoles);
-    for (int l = 0; l < leaves; ++l) {
+    const auto& first = f.first;
+    const auto& hx = f.hx;
+    const auto& hc = f.hc;
+    const auto& hm = f.hm;
+    for (int l = 0; l < f.leaves; ++l) {
       // (scale: per degree n, the sum over particles of the largest |mass R_n^m|; a single coefficient
       // can be far smaller than its degree's, and its recurrence cancels)
       std::vector<long double> ref(nc, 0.0L), magnitude(p + 1, 0.0L);

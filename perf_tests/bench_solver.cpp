@@ -5,7 +5,11 @@
 // launches per evaluation, peak device memory per particle, and the relative L2 error of the
 // accelerations against the fp64 direct sum on 4096 sampled targets.
 //
-//   bench_solver [--tiny] [--sweep FILE] [--benchmark_out=out.json --benchmark_out_format=json]
+//   bench_solver [--tiny] [--sweep FILE] [--memory_breakdown]
+//                [--benchmark_out=out.json --benchmark_out_format=json]
+//
+// --memory_breakdown prints, per case, the allocations of the memory space live at the first
+// evaluation's peak, by label (bytes per particle; the inputs and outputs are "bench::*").
 //
 // The sweep file is flat YAML, one list per key (every combination runs; `order` and `theta` replace
 // `tolerance` when given):
@@ -28,6 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -176,21 +181,51 @@ Sweep read_sweep(const std::string& path) {
 }
 
 // ------------------------------------------------------------------ Kokkos Tools counters
+// Memory counts only allocations in the solver's memory space (on a GPU build: device memory, not the
+// host mirrors of the inputs). With --memory_breakdown the live allocations at the peak are kept by label.
 struct ToolCounters {
   long long launches = 0;
   long long live_bytes = 0, peak_bytes = 0;
+  bool breakdown = false;
+  std::map<const void*, std::pair<std::string, long long>> live;  // (only with breakdown)
+  std::map<std::string, long long> at_peak;                       // label -> bytes at the peak
 };
 ToolCounters g_tools;
 
 void on_begin_kernel(const char*, uint32_t, uint64_t*) {
   ++g_tools.launches;
 }
-void on_allocate(Kokkos_Profiling_SpaceHandle, const char*, const void*, uint64_t size) {
-  g_tools.live_bytes += static_cast<long long>(size);
-  g_tools.peak_bytes = std::max(g_tools.peak_bytes, g_tools.live_bytes);
+bool counted(const Kokkos_Profiling_SpaceHandle& handle) {
+  return std::strcmp(handle.name, Memory::name()) == 0;
 }
-void on_deallocate(Kokkos_Profiling_SpaceHandle, const char*, const void*, uint64_t size) {
+void on_allocate(Kokkos_Profiling_SpaceHandle handle, const char* label, const void* ptr, uint64_t size) {
+  if (!counted(handle)) return;
+  g_tools.live_bytes += static_cast<long long>(size);
+  if (g_tools.breakdown) g_tools.live[ptr] = {label, static_cast<long long>(size)};
+  if (g_tools.live_bytes > g_tools.peak_bytes) {
+    g_tools.peak_bytes = g_tools.live_bytes;
+    if (g_tools.breakdown) {
+      g_tools.at_peak.clear();
+      for (const auto& entry : g_tools.live) g_tools.at_peak[entry.second.first] += entry.second.second;
+    }
+  }
+}
+void on_deallocate(Kokkos_Profiling_SpaceHandle handle, const char*, const void* ptr, uint64_t size) {
+  if (!counted(handle)) return;
   g_tools.live_bytes -= static_cast<long long>(size);
+  if (g_tools.breakdown) g_tools.live.erase(ptr);
+}
+/// Prints the allocations live at the peak, largest first, in bytes per particle.
+void print_breakdown(const std::string& name, int n) {
+  std::vector<std::pair<long long, std::string>> rows;
+  for (const auto& entry : g_tools.at_peak) rows.emplace_back(entry.second, entry.first);
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("memory at the peak, %s (bytes per particle, %s):\n", name.c_str(), Memory::name());
+  for (const auto& row : rows) {
+    if (row.first >= n / 10)  // (entries under 0.1 B per particle are left out)
+      std::printf("  %-40s %9.1f\n", row.second.empty() ? "(no label)" : row.second.c_str(),
+                  static_cast<double>(row.first) / std::max(1, n));
+  }
 }
 void install_tools() {
   static bool done = false;
@@ -304,6 +339,8 @@ void run_case(benchmark::State& state, const Case& c) {
   const int n = c.n;
   const long long bytes_before = g_tools.live_bytes;
   g_tools.peak_bytes = g_tools.live_bytes;
+  g_tools.at_peak.clear();
+  g_tools.live.clear();  // (the breakdown shows this case's allocations only, not the cached inputs)
   Kokkos::View<Real*[3], Memory> x("bench::positions", n), a("bench::accelerations", n);
   Kokkos::View<Real*, Memory> m("bench::masses", n), phi("bench::potentials", n);
   {
@@ -329,6 +366,7 @@ void run_case(benchmark::State& state, const Case& c) {
   Space().fence();
   const long long launches = g_tools.launches - launches_before;
   const long long peak = g_tools.peak_bytes - bytes_before;
+  if (g_tools.breakdown) print_breakdown(c.name(), n);
 
   const double median = kfmm_bench::time_fenced(state, Space(), [&] { solver->evaluate(x, m, a, phi); });
 
@@ -459,7 +497,7 @@ void register_sweep(const Sweep& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --sweep FILE and --tiny are ours; Kokkos and Google Benchmark take the rest. (Not
+  // --sweep FILE, --tiny and --memory_breakdown are ours; Kokkos and Google Benchmark take the rest. (Not
   // kfmm_bench::run_main: the cached inputs must be released before Kokkos::finalize.)
   std::vector<char*> args;
   std::string sweep_file;
@@ -471,6 +509,8 @@ int main(int argc, char** argv) {
       sweep_file = a.substr(8);
     } else if (a == "--tiny") {
       kfmm_bench::tiny() = true;
+    } else if (a == "--memory_breakdown") {
+      g_tools.breakdown = true;
     } else {
       args.push_back(argv[i]);
     }

@@ -434,3 +434,50 @@ TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh 
   kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input("uniform", 10, 5));
   REQUIRE_THROWS_AS(kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, bad), kfmm::Error);
 }
+
+TEMPLATE_LIST_TEST_CASE("a position_scale build equals the build of scaled positions", "[tree][octree]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  for (const double scale : {0.125, 1.0, 1024.0, std::ldexp(1.0, -40)}) {
+    for (const auto& in :
+         {kfmm_tree_test::make_input("plummer", 3000, 7), kfmm_tree_test::make_input("coincident", 500, 8),
+          kfmm_tree_test::make_input("line", 1)}) {
+      INFO(in.name << " scale " << scale);
+      kfmm_tree_test::Input scaled = in;
+      for (double& x : scaled.x) x *= scale;
+      kfmm_tree_test::DeviceInput<Space, float> d(in), ds(scaled);
+      kfmm::Octree<Space, float> tree;
+      kfmm::OctreeWorkspace<typename Space::memory_space> ws;
+      // Without a box (the build reduces it and scales it) and with the caller's scaled box.
+      for (const bool give_box : {false, true}) {
+        INFO("known box " << give_box);
+        kfmm::BoundingBox box;
+        const HostTree<float> reference(kfmm::build_octree(Space(), ds.positions, ds.masses, 16));
+        for (int a = 0; a < 3; ++a) {
+          box.lo[a] = box.hi[a] = static_cast<float>(scaled.x[a]);
+          for (int i = 0; i < scaled.size(); ++i) {
+            box.lo[a] = std::min<double>(box.lo[a], static_cast<float>(scaled.x[3 * i + a]));
+            box.hi[a] = std::max<double>(box.hi[a], static_cast<float>(scaled.x[3 * i + a]));
+          }
+        }
+        kfmm::build_octree(Space(), d.positions, d.masses, 16, tree, ws, give_box ? &box : nullptr, scale);
+        const HostTree<float> t(tree);
+        REQUIRE(t.keys == reference.keys);
+        REQUIRE(t.permutation == reference.permutation);
+        REQUIRE(t.positions == reference.positions);  // (bitwise: a power of two scales exactly)
+        REQUIRE(t.level_offsets == reference.level_offsets);
+        REQUIRE(t.parent == reference.parent);
+        REQUIRE(t.centres == reference.centres);
+        REQUIRE(t.radii == reference.radii);
+      }
+    }
+  }
+  kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input("uniform", 10, 5));
+  kfmm::Octree<Space, double> tree;
+  kfmm::OctreeWorkspace<typename Space::memory_space> ws;
+  for (const double bad : {3.0, 0.0, -2.0, std::nan("")}) {
+    INFO("position_scale " << bad);
+    REQUIRE_THROWS_AS(kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, ws, nullptr, bad),
+                      kfmm::Error);
+  }
+}

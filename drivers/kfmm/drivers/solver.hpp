@@ -82,26 +82,6 @@ int first_non_finite(const ExecutionSpace& space, const PositionsView& positions
   return first_bad;
 }
 
-/// out(i) = scale * in(i) for rows of 3.
-template <class In, class Out>
-struct ScaleRows {
-  using Real = typename Out::non_const_value_type;
-  In in;
-  Out out;
-  Real s;
-  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    for (int a = 0; a < 3; ++a) out(i, a) = in(i, a) * s;
-  }
-};
-
-/// out = scale * in for (n, 3) Views.
-template <class ExecutionSpace, class In, class Out>
-void scale_positions(const ExecutionSpace& space, const In& in, const Out& out, double scale, int n) {
-  using Real = typename Out::non_const_value_type;
-  Kokkos::parallel_for("kfmm::Solver::scale_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-                       ScaleRows<In, Out>{in, out, static_cast<Real>(scale)});
-}
-
 template <class PermView, class InView, class OutView>
 struct GatherByPermutation {
   PermView perm;
@@ -298,26 +278,16 @@ class Solver {
     int e = 0;
     if (extent > 0) std::frexp(extent, &e);
     scale_ = (e > 4 || e < -3) ? std::ldexp(1.0, -e) : 1.0;
-    const_positions_type x = positions;
-    if (scale_ != 1.0) {
-      if (static_cast<int>(scaled_positions_.extent(0)) != n) {
-        scaled_positions_ = Kokkos::View<Real* [3], memory_space>();
-        scaled_positions_ = Kokkos::View<Real* [3], memory_space>(
-            Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::scaled_positions"), n);
-      }
-      detail::scale_positions(space_, positions, scaled_positions_, scale_, n);
-      x = scaled_positions_;
-    }
     stats_.length_scale = scale_;
     clock.stop(Stage::check);
-    // The box of the (scaled: a power of two, exact) positions, already checked: the build skips its
-    // own reduction.
+    // The box of the scaled positions (a power of two: exact), already checked: the build skips its own
+    // reduction, and scales the positions as it sorts them (no scaled copy of the caller's positions).
     BoundingBox tree_box;
     for (int d = 0; d < 3; ++d) {
       tree_box.lo[d] = box.lo[d] * scale_;
       tree_box.hi[d] = box.hi[d] * scale_;
     }
-    build_octree(space_, x, masses, leaf_size_, tree_, tree_workspace_, &tree_box);
+    build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, &tree_box, scale_);
     clock.stop(Stage::tree);
     WalkOptions walk;
     walk.theta = theta_;
@@ -544,7 +514,7 @@ class Solver {
   CsrWorkspace<memory_space> m2l_workspace_, p2p_workspace_;  // chunk tables and partial sums
   TranslationPassWorkspace<memory_space> pass_workspace_;     // M2M / L2L pass flags
   Kokkos::View<Real*, memory_space> masses_sorted_, pot_sorted_;
-  Kokkos::View<Real*[3], memory_space> acc_sorted_, scaled_positions_;
+  Kokkos::View<Real* [3], memory_space> acc_sorted_;
   double scale_ = 1;  ///< positions are multiplied by this power of two before the tree is built
   Expansions multipole_storage_, local_storage_;
 };

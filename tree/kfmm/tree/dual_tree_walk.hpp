@@ -137,6 +137,7 @@ struct WalkWorkspace {
   /// [0]: index of the first near pair; [1], [2]: far, near rows; [3]: first far target (-1: none)
   Kokkos::View<int*, MemorySpace> split;
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
+  /// The final pairs' sort; its key and value buffers are aliases of queue[0] and queue[1] during it.
   SortWorkspace<MemorySpace, unsigned, int> sort;
   TileScanWorkspace<MemorySpace> tiles;  ///< the rounds' look-back state
   /// Open pairs per round kernel (a slice of a round), 1 .. 2^24 (tests set it small to exercise slicing).
@@ -435,12 +436,12 @@ struct WalkCompactRows {
 
 /// Grows `v` to at least `needed` entries (plus headroom), keeping its first `keep` entries.
 template <class View>
-void grow_to(View& v, long long needed, long long keep) {
+void grow_to(View& v, long long needed, long long keep, const char* label) {
   require(needed <= INT_MAX, "dual_tree_walk: ", needed, " pairs exceed the int index range of the lists");
   if (needed <= static_cast<long long>(v.extent(0))) return;
-  const long long want = needed + needed / 4 + 1024;  // (a quarter of headroom: memory per particle matters)
+  const long long want = needed + needed / 8 + 1024;  // (an eighth of headroom: memory per particle matters)
   const int cap = static_cast<int>(want < INT_MAX ? want : INT_MAX);
-  View grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(v.label())), cap);
+  View grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), cap);
   if (keep > 0)
     Kokkos::deep_copy(Kokkos::subview(grown, Kokkos::make_pair(0, static_cast<int>(keep))),
                       Kokkos::subview(v, Kokkos::make_pair(0, static_cast<int>(keep))));
@@ -488,7 +489,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   if (use_plan) {
     const int widest = *std::max_element(caps.begin(), caps.end());
     for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest, "kfmm::walk::queue");
-    const long long pair_cap = ws.planned_pairs + ws.planned_pairs / 4 + 1024;
+    const long long pair_cap = ws.planned_pairs + ws.planned_pairs / 8 + 1024;
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
   }
@@ -596,9 +597,9 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
         const long long finals = totals[0] - pairs, children = totals[1];
         const bool fits = pairs + finals <= static_cast<long long>(ws.pair_keys.extent(0)) &&
                           next + children <= static_cast<long long>(ws.queue[1 - cur].extent(0));
-        detail::grow_to(ws.pair_keys, pairs + finals, pairs);
-        detail::grow_to(ws.pair_sources, pairs + finals, pairs);
-        detail::grow_to(ws.queue[1 - cur], next + children, next);
+        detail::grow_to(ws.pair_keys, pairs + finals, pairs, "kfmm::walk::pair_keys");
+        detail::grow_to(ws.pair_sources, pairs + finals, pairs, "kfmm::walk::pair_sources");
+        detail::grow_to(ws.queue[1 - cur], next + children, next, "kfmm::walk::queue");
         if (!fits) continue;
         pairs += finals;
         next += children;
@@ -618,7 +619,18 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
 
   // CSR: sort the final pairs by (near, target), mark the rows' bounds, compact the rows.
   const int n_pairs = static_cast<int>(pairs);
+  // The sort's second key and value buffers live in the two queues, which are dead once the rounds are
+  // done: the walk holds max(queues, sort buffers) instead of their sum (8 bytes per final pair, ~85 of
+  // ~640 bytes per particle at 2e5, p 4, leaf 64). A queue word (8 bytes) holds two 4-byte entries.
+  const long long queue_words = (n_pairs + n_pairs / 16 + 1024) / 2 + 1;
+  for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], queue_words, "kfmm::walk::queue");
+  ws.sort.keys = Kokkos::View<unsigned*, memory_space, Kokkos::MemoryUnmanaged>(
+      reinterpret_cast<unsigned*>(ws.queue[0].data()), n_pairs);
+  ws.sort.values = Kokkos::View<int*, memory_space, Kokkos::MemoryUnmanaged>(
+      reinterpret_cast<int*>(ws.queue[1].data()), n_pairs);
   sort_by_key(space, ws.pair_keys, ws.pair_sources, n_pairs, node_bits + 1, ws.sort);
+  ws.sort.keys = {};  // (aliases, not owners: dropped before a queue can be reallocated)
+  ws.sort.values = {};
   if (num_nodes > 0) {
     Kokkos::parallel_for(
         "kfmm::walk::row_bounds", Range(space, 0, 4LL * num_nodes + 1),

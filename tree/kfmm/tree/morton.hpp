@@ -143,10 +143,12 @@ struct MortonKeys {
   KeysView keys;
   PermutationView permutation;
   MortonFrame frame;
+  double position_scale = 1;  ///< a power of two applied to the positions first (exact)
   KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
-    keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)), frame.lo[0], frame.scale),
-                            morton_cell(static_cast<double>(positions(i, 1)), frame.lo[1], frame.scale),
-                            morton_cell(static_cast<double>(positions(i, 2)), frame.lo[2], frame.scale));
+    const double s = position_scale;
+    keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)) * s, frame.lo[0], frame.scale),
+                            morton_cell(static_cast<double>(positions(i, 1)) * s, frame.lo[1], frame.scale),
+                            morton_cell(static_cast<double>(positions(i, 2)) * s, frame.lo[2], frame.scale));
     if (permutation.extent(0) > 0) permutation(i) = i;
   }
 };

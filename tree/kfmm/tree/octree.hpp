@@ -36,6 +36,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <climits>
+#include <cmath>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -189,7 +190,8 @@ struct TopologyLevelOffsets {
   KOKKOS_INLINE_FUNCTION void operator()(const int l) const { offsets(l) = counts(l * tiles); }
 };
 
-/// Positions and masses in sorted order: row s from the caller's row perm(s).
+/// Positions (times the power of two `scale`, exact) and masses in sorted order: row s from the caller's
+/// row perm(s).
 template <class Permutation, class PositionsView, class MassesView, class Real, class MemorySpace>
 struct GatherParticles {
   Permutation perm;
@@ -197,9 +199,10 @@ struct GatherParticles {
   MassesView masses;
   Kokkos::View<Real* [3], MemorySpace> sorted_positions;
   Kokkos::View<Real*, MemorySpace> sorted_masses;
+  Real scale;
   KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
     const int i = perm(s);
-    for (int a = 0; a < 3; ++a) sorted_positions(s, a) = positions(i, a);
+    for (int a = 0; a < 3; ++a) sorted_positions(s, a) = positions(i, a) * scale;
     sorted_masses(s) = masses(i);
   }
 };
@@ -334,11 +337,14 @@ void resize_exact(View& v, size_t n, const char* label) {
 /// NaN/infinite coordinates or masses. `known_box`, when given, is the box of the positions the caller
 /// already reduced (and checked for NaN/infinity, which is then not checked again): it saves the
 /// reduction and its host round trip. It is trusted; keys of positions outside it are clamped.
+/// `position_scale`, a power of two (else an error), multiplies the positions as the tree takes them
+/// (exactly, barring overflow): the tree is that of the scaled positions, and `known_box` is in scaled
+/// units. (The solver rescales lengths this way without a scaled copy of the caller's positions.)
 template <class ExecutionSpace, class PositionsView, class MassesView, class Real>
 void build_octree(const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses,
                   int leaf_size, Octree<ExecutionSpace, Real>& tree,
                   OctreeWorkspace<typename ExecutionSpace::memory_space>& workspace,
-                  const BoundingBox* known_box = nullptr) {
+                  const BoundingBox* known_box = nullptr, double position_scale = 1) {
   using memory_space = typename ExecutionSpace::memory_space;
   static_assert(std::is_same<typename PositionsView::non_const_value_type, Real>::value,
                 "build_octree: the tree's Real must be the positions' value type");
@@ -355,6 +361,10 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   require(leaf_size >= 1, "build_octree: leaf_size = ", leaf_size, " must be at least 1");
   require(workspace.topology_tile >= 0, "build_octree: workspace topology_tile = ", workspace.topology_tile,
           " must be >= 0");
+  int scale_exponent = 0;
+  require(position_scale > 0 && std::isfinite(position_scale) &&
+              std::frexp(position_scale, &scale_exponent) == 0.5,
+          "build_octree: position_scale = ", position_scale, " must be a power of two");
 
   const int n = static_cast<int>(positions.extent(0));
   tree.num_particles = n;
@@ -375,8 +385,8 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
     require(box.non_finite == 0, "build_octree: ", box.non_finite,
             " coordinates or masses are NaN or infinite");
     for (int a = 0; a < 3; ++a) {
-      bb.lo[a] = box.lo[a];
-      bb.hi[a] = box.hi[a];
+      bb.lo[a] = box.lo[a] * position_scale;
+      bb.hi[a] = box.hi[a] * position_scale;
     }
   }
   tree.frame = MortonFrame::of(bb);
@@ -397,7 +407,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       if (fresh_keys) {
         Kokkos::parallel_for("kfmm::octree::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
                              detail::MortonKeys<PositionsView, decltype(keys), decltype(perm)>{
-                                 positions, keys, perm, tree.frame});
+                                 positions, keys, perm, tree.frame, position_scale});
       }
       const int sort_levels = partial ? guess_levels : morton_levels;
       sort_by_key_bits(space, tree.keys, tree.permutation, n, morton_bits - 3 * sort_levels, morton_bits,
@@ -462,7 +472,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
     Kokkos::parallel_for(
         "kfmm::octree::gather", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
         detail::GatherParticles<decltype(perm), PositionsView, MassesView, Real, memory_space>{
-            perm, positions, masses, tree.positions, tree.masses});
+            perm, positions, masses, tree.positions, tree.masses, static_cast<Real>(position_scale)});
   }
   const int m = tree.num_nodes;
   detail::resize_exact(tree.ranges, m, "kfmm::octree::ranges");

@@ -36,6 +36,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -366,7 +367,8 @@ void run_case(benchmark::State& state, const Case& c) {
   Space().fence();
   const long long launches = g_tools.launches - launches_before;
   const long long peak = g_tools.peak_bytes - bytes_before;
-  if (g_tools.breakdown) print_breakdown(c.name(), n);
+  static std::set<std::string> printed;  // (Google Benchmark may run a case more than once)
+  if (g_tools.breakdown && printed.insert(c.name()).second) print_breakdown(c.name(), n);
 
   const double median = kfmm_bench::time_fenced(state, Space(), [&] { solver->evaluate(x, m, a, phi); });
 

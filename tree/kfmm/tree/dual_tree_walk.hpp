@@ -620,8 +620,9 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   // CSR: sort the final pairs by (near, target), mark the rows' bounds, compact the rows.
   const int n_pairs = static_cast<int>(pairs);
   // The sort's second key and value buffers live in the two queues, which are dead once the rounds are
-  // done: the walk holds max(queues, sort buffers) instead of their sum (8 bytes per final pair, ~85 of
-  // ~640 bytes per particle at 2e5, p 4, leaf 64). A queue word (8 bytes) holds two 4-byte entries.
+  // done: the walk holds max(queues, sort buffers) instead of their sum (2e5 Plummer, p 4, theta 0.6,
+  // leaf 64: the walk's buffers 436 -> 338 bytes per particle, docs/tree.md). A queue word holds two
+  // 4-byte entries.
   const long long queue_words = (n_pairs + n_pairs / 16 + 1024) / 2 + 1;
   for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], queue_words, "kfmm::walk::queue");
   ws.sort.keys = Kokkos::View<unsigned*, memory_space, Kokkos::MemoryUnmanaged>(

@@ -30,7 +30,7 @@ def main():
         sys.exit(__doc__)
     out, files = sys.argv[1], sys.argv[2:]
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    markers = {200000: "o", 1000000: "s", 10000000: "^"}
+    markers = {200000: "o", 1000000: "s", 10000000: "^", 100000000: "v"}
     seen = set()
     for path in files:
         with open(path) as f:

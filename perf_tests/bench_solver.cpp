@@ -8,8 +8,9 @@
 //   bench_solver [--tiny] [--sweep FILE] [--memory_breakdown]
 //                [--benchmark_out=out.json --benchmark_out_format=json]
 //
-// --memory_breakdown prints, per case, the allocations of the memory space live at the first
-// evaluation's peak, by label (bytes per particle; the inputs and outputs are "bench::*").
+// --memory_breakdown prints, after the benchmarks, per case the allocations of the memory space live at
+// the first evaluation's peak, by label (bytes per particle; the inputs and outputs are "bench::*"),
+// adding up to the bytes_per_particle counter.
 //
 // The sweep file is flat YAML, one list per key (every combination runs; `order` and `theta` replace
 // `tolerance` when given):
@@ -36,7 +37,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -190,6 +190,8 @@ struct ToolCounters {
   bool breakdown = false;
   std::map<const void*, std::pair<std::string, long long>> live;  // (only with breakdown)
   std::map<std::string, long long> at_peak;                       // label -> bytes at the peak
+  long long freed_earlier = 0;          // bytes freed in this case that were allocated before it
+  long long freed_earlier_at_peak = 0;  // (e.g. Kokkos' internal scratch, replaced by a larger one)
 };
 ToolCounters g_tools;
 
@@ -208,25 +210,51 @@ void on_allocate(Kokkos_Profiling_SpaceHandle handle, const char* label, const v
     if (g_tools.breakdown) {
       g_tools.at_peak.clear();
       for (const auto& entry : g_tools.live) g_tools.at_peak[entry.second.first] += entry.second.second;
+      g_tools.freed_earlier_at_peak = g_tools.freed_earlier;
     }
   }
 }
 void on_deallocate(Kokkos_Profiling_SpaceHandle handle, const char*, const void* ptr, uint64_t size) {
   if (!counted(handle)) return;
   g_tools.live_bytes -= static_cast<long long>(size);
-  if (g_tools.breakdown) g_tools.live.erase(ptr);
+  if (g_tools.breakdown && g_tools.live.erase(ptr) == 0)
+    g_tools.freed_earlier += static_cast<long long>(size);
 }
-/// Prints the allocations live at the peak, largest first, in bytes per particle.
-void print_breakdown(const std::string& name, int n) {
+/// The breakdown of every case, by name in the order the cases first ran. Google Benchmark may run a case
+/// more than once and reports the counters of its last run, so the last run's breakdown is kept, and all
+/// are printed after the benchmarks.
+std::vector<std::pair<std::string, std::string>> g_breakdowns;
+
+/// Keeps the allocations live at the peak, largest first, in bytes per particle, as the breakdown of
+/// case `name`.
+void keep_breakdown(const std::string& name, int n) {
   std::vector<std::pair<long long, std::string>> rows;
   for (const auto& entry : g_tools.at_peak) rows.emplace_back(entry.second, entry.first);
   std::sort(rows.rbegin(), rows.rend());
-  std::printf("memory at the peak, %s (bytes per particle, %s):\n", name.c_str(), Memory::name());
+  std::string text = "memory at the peak, " + name + " (bytes per particle, " + Memory::name() + "):\n";
+  char line[128];
+  const auto add = [&](const std::string& label, long long bytes) {
+    std::snprintf(line, sizeof line, "  %-40s %9.1f\n", label.c_str(),
+                  static_cast<double>(bytes) / std::max(1, n));
+    text += line;
+  };
+  long long total = 0;
   for (const auto& row : rows) {
-    if (row.first >= n / 10)  // (entries under 0.1 B per particle are left out)
-      std::printf("  %-40s %9.1f\n", row.second.empty() ? "(no label)" : row.second.c_str(),
-                  static_cast<double>(row.first) / std::max(1, n));
+    total += row.first;
+    if (row.first >= n / 10) add(row.second.empty() ? "(no label)" : row.second, row.first);  // (>= 0.1 B)
   }
+  if (g_tools.freed_earlier_at_peak > 0) {
+    total -= g_tools.freed_earlier_at_peak;
+    add("(allocated before the case, freed)", -g_tools.freed_earlier_at_peak);
+  }
+  add("total (bytes_per_particle)", total);
+  for (auto& kept : g_breakdowns) {
+    if (kept.first == name) {
+      kept.second = text;
+      return;
+    }
+  }
+  g_breakdowns.emplace_back(name, text);
 }
 void install_tools() {
   static bool done = false;
@@ -342,6 +370,7 @@ void run_case(benchmark::State& state, const Case& c) {
   g_tools.peak_bytes = g_tools.live_bytes;
   g_tools.at_peak.clear();
   g_tools.live.clear();  // (the breakdown shows this case's allocations only, not the cached inputs)
+  g_tools.freed_earlier = g_tools.freed_earlier_at_peak = 0;
   Kokkos::View<Real*[3], Memory> x("bench::positions", n), a("bench::accelerations", n);
   Kokkos::View<Real*, Memory> m("bench::masses", n), phi("bench::potentials", n);
   {
@@ -367,8 +396,7 @@ void run_case(benchmark::State& state, const Case& c) {
   Space().fence();
   const long long launches = g_tools.launches - launches_before;
   const long long peak = g_tools.peak_bytes - bytes_before;
-  static std::set<std::string> printed;  // (Google Benchmark may run a case more than once)
-  if (g_tools.breakdown && printed.insert(c.name()).second) print_breakdown(c.name(), n);
+  if (g_tools.breakdown) keep_breakdown(c.name(), n);
 
   const double median = kfmm_bench::time_fenced(state, Space(), [&] { solver->evaluate(x, m, a, phi); });
 
@@ -536,6 +564,7 @@ int main(int argc, char** argv) {
         benchmark::AddCustomContext("kokkos_version", kfmm::compat::kokkos_version_string());
         benchmark::RunSpecifiedBenchmarks();
         benchmark::Shutdown();
+        for (const auto& kept : g_breakdowns) std::printf("%s", kept.second.c_str());
       }
     } catch (const kfmm::Error& e) {
       std::fprintf(stderr, "bench_solver: %s\n", e.what());

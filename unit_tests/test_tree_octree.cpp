@@ -435,9 +435,8 @@ TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh 
   REQUIRE_THROWS_AS(kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, bad), kfmm::Error);
 }
 
-TEMPLATE_LIST_TEST_CASE("a position_scale build equals the build of scaled positions", "[tree][octree]",
-                        kfmm_test::ExecutionSpaces) {
-  using Space = TestType;
+template <class Space, class Real>
+void check_scaled_build() {
   for (const double scale : {0.125, 1.0, 1024.0, std::ldexp(1.0, -40)}) {
     for (const auto& in :
          {kfmm_tree_test::make_input("plummer", 3000, 7), kfmm_tree_test::make_input("coincident", 500, 8),
@@ -445,23 +444,23 @@ TEMPLATE_LIST_TEST_CASE("a position_scale build equals the build of scaled posit
       INFO(in.name << " scale " << scale);
       kfmm_tree_test::Input scaled = in;
       for (double& x : scaled.x) x *= scale;
-      kfmm_tree_test::DeviceInput<Space, float> d(in), ds(scaled);
-      kfmm::Octree<Space, float> tree;
+      kfmm_tree_test::DeviceInput<Space, Real> d(in), ds(scaled);
+      kfmm::Octree<Space, Real> tree;
       kfmm::OctreeWorkspace<typename Space::memory_space> ws;
       // Without a box (the build reduces it and scales it) and with the caller's scaled box.
       for (const bool give_box : {false, true}) {
         INFO("known box " << give_box);
         kfmm::BoundingBox box;
-        const HostTree<float> reference(kfmm::build_octree(Space(), ds.positions, ds.masses, 16));
+        const HostTree<Real> reference(kfmm::build_octree(Space(), ds.positions, ds.masses, 16));
         for (int a = 0; a < 3; ++a) {
-          box.lo[a] = box.hi[a] = static_cast<float>(scaled.x[a]);
+          box.lo[a] = box.hi[a] = static_cast<Real>(scaled.x[a]);
           for (int i = 0; i < scaled.size(); ++i) {
-            box.lo[a] = std::min<double>(box.lo[a], static_cast<float>(scaled.x[3 * i + a]));
-            box.hi[a] = std::max<double>(box.hi[a], static_cast<float>(scaled.x[3 * i + a]));
+            box.lo[a] = std::min<double>(box.lo[a], static_cast<Real>(scaled.x[3 * i + a]));
+            box.hi[a] = std::max<double>(box.hi[a], static_cast<Real>(scaled.x[3 * i + a]));
           }
         }
         kfmm::build_octree(Space(), d.positions, d.masses, 16, tree, ws, give_box ? &box : nullptr, scale);
-        const HostTree<float> t(tree);
+        const HostTree<Real> t(tree);
         REQUIRE(t.keys == reference.keys);
         REQUIRE(t.permutation == reference.permutation);
         REQUIRE(t.positions == reference.positions);  // (bitwise: a power of two scales exactly)
@@ -472,6 +471,13 @@ TEMPLATE_LIST_TEST_CASE("a position_scale build equals the build of scaled posit
       }
     }
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("a position_scale build equals the build of scaled positions", "[tree][octree]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  check_scaled_build<Space, float>();
+  check_scaled_build<Space, double>();
   kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input("uniform", 10, 5));
   kfmm::Octree<Space, double> tree;
   kfmm::OctreeWorkspace<typename Space::memory_space> ws;
@@ -480,4 +486,10 @@ TEMPLATE_LIST_TEST_CASE("a position_scale build equals the build of scaled posit
     REQUIRE_THROWS_AS(kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, ws, nullptr, bad),
                       kfmm::Error);
   }
+  // A scale that takes float positions out of float's range is refused, not turned into infinities.
+  kfmm_tree_test::DeviceInput<Space, float> df(kfmm_tree_test::make_input("uniform", 10, 6));
+  kfmm::Octree<Space, float> float_tree;
+  REQUIRE_THROWS_AS(
+      kfmm::build_octree(Space(), df.positions, df.masses, 8, float_tree, ws, nullptr, std::ldexp(1.0, 200)),
+      kfmm::Error);
 }

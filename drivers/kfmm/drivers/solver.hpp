@@ -292,6 +292,7 @@ class Solver {
     WalkOptions walk;
     walk.theta = theta_;
     walk.min_separation = min_separation_ * scale_;
+    lists_ = Lists_();  // (the last lists view the walk's buffers: let a buffer the walk grows be freed)
     lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
     prepare_levels();
     clock.stop(Stage::walk);

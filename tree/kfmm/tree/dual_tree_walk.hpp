@@ -27,7 +27,7 @@
 ///
 /// Planned rounds. A host round trip per round (~20 rounds at 1e6 particles) leaves the GPU idle
 /// between rounds. A walk with a reused workspace therefore first runs the rounds of the workspace's
-/// plan, the round sizes of its last walk plus a quarter (a time step changes them little): every
+/// plan, the round sizes of its last walk plus an eighth (a time step changes them little): every
 /// kernel is launched over the planned capacity, reads the round's open count and pair base from a
 /// small device array that the previous round's last tile advanced, and nothing returns to the host until the
 /// plan's rounds are done. Then one copy brings back the sizes and an overflow flag: if any capacity was too
@@ -473,13 +473,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   const unsigned near_bit = 1u << node_bits;
   const double theta_squared = options.theta * options.theta;
 
-  // Planned rounds: the last walk's round sizes plus a quarter as capacities, so that no round needs
+  // Planned rounds: the last walk's round sizes plus an eighth as capacities, so that no round needs
   // the host (see the file comment). Buffers are sized before the pack kernel seeds the queue.
   const int planned = num_nodes > 0 && ws.planned_rounds ? static_cast<int>(ws.plan.size()) : 0;
   std::vector<int> caps(planned);
   bool use_plan = planned > 0;
   for (int r = 0; r < planned; ++r) {
-    const long long cap = ws.plan[r] + ws.plan[r] / 4 + 256;
+    const long long cap = ws.plan[r] + ws.plan[r] / 8 + 256;  // (the headroom of detail::grow_to)
     if (cap > ws.slice) use_plan = false;
     caps[r] = static_cast<int>(std::min<long long>(cap, INT_MAX - 1));
   }
@@ -489,7 +489,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   if (use_plan) {
     const int widest = *std::max_element(caps.begin(), caps.end());
     for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest, "kfmm::walk::queue");
-    const long long pair_cap = ws.planned_pairs + ws.planned_pairs / 8 + 1024;
+    const long long pair_cap = std::min<long long>(ws.planned_pairs + ws.planned_pairs / 8 + 1024, INT_MAX);
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
   }
@@ -618,20 +618,32 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   ws.planned_pairs = pairs;
 
   // CSR: sort the final pairs by (near, target), mark the rows' bounds, compact the rows.
+  require(pairs <= INT_MAX, "dual_tree_walk: ", pairs, " pairs exceed the int index range of the lists");
   const int n_pairs = static_cast<int>(pairs);
   // The sort's second key and value buffers live in the two queues, which are dead once the rounds are
   // done: the walk holds max(queues, sort buffers) instead of their sum (2e5 Plummer, p 4, theta 0.6,
   // leaf 64: the walk's buffers 436 -> 338 bytes per particle, docs/tree.md). A queue word holds two
   // 4-byte entries.
-  const long long queue_words = (n_pairs + n_pairs / 16 + 1024) / 2 + 1;
+  static_assert(sizeof(unsigned long long) == 2 * sizeof(unsigned) && sizeof(unsigned) == sizeof(int),
+                "a queue word holds two sort entries");
+  const long long np = n_pairs;
+  const long long queue_words = (np + np / 16 + 1024) / 2 + 1;
   for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], queue_words, "kfmm::walk::queue");
   ws.sort.keys = Kokkos::View<unsigned*, memory_space, Kokkos::MemoryUnmanaged>(
       reinterpret_cast<unsigned*>(ws.queue[0].data()), n_pairs);
   ws.sort.values = Kokkos::View<int*, memory_space, Kokkos::MemoryUnmanaged>(
       reinterpret_cast<int*>(ws.queue[1].data()), n_pairs);
-  sort_by_key(space, ws.pair_keys, ws.pair_sources, n_pairs, node_bits + 1, ws.sort);
-  ws.sort.keys = {};  // (aliases, not owners: dropped before a queue can be reallocated)
-  ws.sort.values = {};
+  {
+    // (aliases, not owners: dropped after the sort, also when it throws, before a queue can be reallocated)
+    struct DropAliases {
+      SortWorkspace<memory_space, unsigned, int>& sort;
+      ~DropAliases() {
+        sort.keys = {};
+        sort.values = {};
+      }
+    } drop{ws.sort};
+    sort_by_key(space, ws.pair_keys, ws.pair_sources, n_pairs, node_bits + 1, ws.sort);
+  }
   if (num_nodes > 0) {
     Kokkos::parallel_for(
         "kfmm::walk::row_bounds", Range(space, 0, 4LL * num_nodes + 1),

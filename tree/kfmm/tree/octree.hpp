@@ -37,6 +37,7 @@
 
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -199,10 +200,11 @@ struct GatherParticles {
   MassesView masses;
   Kokkos::View<Real* [3], MemorySpace> sorted_positions;
   Kokkos::View<Real*, MemorySpace> sorted_masses;
-  Real scale;
+  double scale;  // (in double, as the keys scale: the same product even where Real's range ends)
   KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
     const int i = perm(s);
-    for (int a = 0; a < 3; ++a) sorted_positions(s, a) = positions(i, a) * scale;
+    for (int a = 0; a < 3; ++a)
+      sorted_positions(s, a) = static_cast<Real>(static_cast<double>(positions(i, a)) * scale);
     sorted_masses(s) = masses(i);
   }
 };
@@ -389,6 +391,12 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       bb.hi[a] = box.hi[a] * position_scale;
     }
   }
+  for (int a = 0; a < 3; ++a) {
+    const double largest = static_cast<double>(std::numeric_limits<Real>::max());
+    require(std::isfinite(bb.lo[a]) && std::isfinite(bb.hi[a]) && bb.lo[a] >= -largest && bb.hi[a] <= largest,
+            "build_octree: the box of the positions times position_scale = ", position_scale, ", [", bb.lo[a],
+            ", ", bb.hi[a], "] along axis ", a, ", leaves the range of the positions' type");
+  }
   tree.frame = MortonFrame::of(bb);
   detail::resize_exact(tree.keys, n, "kfmm::octree::keys");
   detail::resize_exact(tree.permutation, n, "kfmm::octree::permutation");
@@ -472,7 +480,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
     Kokkos::parallel_for(
         "kfmm::octree::gather", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
         detail::GatherParticles<decltype(perm), PositionsView, MassesView, Real, memory_space>{
-            perm, positions, masses, tree.positions, tree.masses, static_cast<Real>(position_scale)});
+            perm, positions, masses, tree.positions, tree.masses, position_scale});
   }
   const int m = tree.num_nodes;
   detail::resize_exact(tree.ranges, m, "kfmm::octree::ranges");

@@ -196,7 +196,7 @@ void radix_pass(const ExecutionSpace& space, const KeyIn& keys_in, const ValueIn
       n,
       shift,
       1 << digit_bits,
-      (n + Tiles::tile - 1) / Tiles::tile,
+      static_cast<int>((static_cast<long long>(n) + Tiles::tile - 1) / Tiles::tile),  // (n may near INT_MAX)
       (1u << digit_bits) - 1u};
   pass.run(space);
 }
@@ -223,7 +223,7 @@ void radix_sort(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps..
   const int key_bits = end_bit - begin_bit;
   if (n <= 1 || key_bits == 0) return;
   const int passes = (key_bits + 7) / 8;
-  const int tiles = (n + Tiles::tile - 1) / Tiles::tile;
+  const int tiles = static_cast<int>((static_cast<long long>(n) + Tiles::tile - 1) / Tiles::tile);
   workspace.reserve(n, 256 * tiles);
   auto k_main = Kokkos::subview(keys, Kokkos::make_pair(0, n));
   auto v_main = Kokkos::subview(values, Kokkos::make_pair(0, n));

@@ -447,18 +447,18 @@ void check_scaled_build() {
       kfmm_tree_test::DeviceInput<Space, Real> d(in), ds(scaled);
       kfmm::Octree<Space, Real> tree;
       kfmm::OctreeWorkspace<typename Space::memory_space> ws;
+      const HostTree<Real> reference(kfmm::build_octree(Space(), ds.positions, ds.masses, 16));
+      kfmm::BoundingBox box;  // (of the scaled positions, as the caller's known box)
+      for (int a = 0; a < 3; ++a) {
+        box.lo[a] = box.hi[a] = static_cast<Real>(scaled.x[a]);
+        for (int i = 0; i < scaled.size(); ++i) {
+          box.lo[a] = std::min<double>(box.lo[a], static_cast<Real>(scaled.x[3 * i + a]));
+          box.hi[a] = std::max<double>(box.hi[a], static_cast<Real>(scaled.x[3 * i + a]));
+        }
+      }
       // Without a box (the build reduces it and scales it) and with the caller's scaled box.
       for (const bool give_box : {false, true}) {
         INFO("known box " << give_box);
-        kfmm::BoundingBox box;
-        const HostTree<Real> reference(kfmm::build_octree(Space(), ds.positions, ds.masses, 16));
-        for (int a = 0; a < 3; ++a) {
-          box.lo[a] = box.hi[a] = static_cast<Real>(scaled.x[a]);
-          for (int i = 0; i < scaled.size(); ++i) {
-            box.lo[a] = std::min<double>(box.lo[a], static_cast<Real>(scaled.x[3 * i + a]));
-            box.hi[a] = std::max<double>(box.hi[a], static_cast<Real>(scaled.x[3 * i + a]));
-          }
-        }
         kfmm::build_octree(Space(), d.positions, d.masses, 16, tree, ws, give_box ? &box : nullptr, scale);
         const HostTree<Real> t(tree);
         REQUIRE(t.keys == reference.keys);

@@ -434,13 +434,18 @@ struct WalkCompactRows {
   }
 };
 
+/// The walk's capacity for n entries: an eighth of headroom (memory per particle matters; a time step
+/// changes the counts far less) plus `slack`, at most INT_MAX.
+inline long long with_headroom(long long n, long long slack) {
+  return std::min<long long>(n + n / 8 + slack, INT_MAX);
+}
+
 /// Grows `v` to at least `needed` entries (plus headroom), keeping its first `keep` entries.
 template <class View>
 void grow_to(View& v, long long needed, long long keep, const char* label) {
   require(needed <= INT_MAX, "dual_tree_walk: ", needed, " pairs exceed the int index range of the lists");
   if (needed <= static_cast<long long>(v.extent(0))) return;
-  const long long want = needed + needed / 8 + 1024;  // (an eighth of headroom: memory per particle matters)
-  const int cap = static_cast<int>(want < INT_MAX ? want : INT_MAX);
+  const int cap = static_cast<int>(with_headroom(needed, 1024));
   View grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), cap);
   if (keep > 0)
     Kokkos::deep_copy(Kokkos::subview(grown, Kokkos::make_pair(0, static_cast<int>(keep))),
@@ -479,7 +484,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   std::vector<int> caps(planned);
   bool use_plan = planned > 0;
   for (int r = 0; r < planned; ++r) {
-    const long long cap = ws.plan[r] + ws.plan[r] / 8 + 256;  // (the headroom of detail::grow_to)
+    const long long cap = detail::with_headroom(ws.plan[r], 256);
     if (cap > ws.slice) use_plan = false;
     caps[r] = static_cast<int>(std::min<long long>(cap, INT_MAX - 1));
   }
@@ -489,7 +494,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   if (use_plan) {
     const int widest = *std::max_element(caps.begin(), caps.end());
     for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest, "kfmm::walk::queue");
-    const long long pair_cap = std::min<long long>(ws.planned_pairs + ws.planned_pairs / 8 + 1024, INT_MAX);
+    const long long pair_cap = detail::with_headroom(ws.planned_pairs, 1024);
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
   }

@@ -67,6 +67,8 @@ struct RadixTiles {
   static constexpr int items = Items;
   static constexpr int tile = team_size * items;
   static_assert(tile < 65536, "radix sort tiles must fit 16-bit counters");
+  /// Tiles covering n elements (in 64 bits: n may be near INT_MAX).
+  static int count(int n) { return static_cast<int>((static_cast<long long>(n) + tile - 1) / tile); }
 };
 
 /// Default geometry: host spaces use one thread per long tile; device spaces teams of 64 threads
@@ -188,16 +190,8 @@ void radix_pass(const ExecutionSpace& space, const KeyIn& keys_in, const ValueIn
                 const KeyOut& keys_out, const ValueOut& values_out, const Counts& counts, int n, int shift,
                 int digit_bits) {
   RadixPass<ExecutionSpace, Tiles, KeyIn, ValueIn, KeyOut, ValueOut, Counts> pass{
-      keys_in,
-      values_in,
-      keys_out,
-      values_out,
-      counts,
-      n,
-      shift,
-      1 << digit_bits,
-      static_cast<int>((static_cast<long long>(n) + Tiles::tile - 1) / Tiles::tile),  // (n may near INT_MAX)
-      (1u << digit_bits) - 1u};
+      keys_in, values_in, keys_out,        values_out,      counts,
+      n,       shift,     1 << digit_bits, Tiles::count(n), (1u << digit_bits) - 1u};
   pass.run(space);
 }
 
@@ -223,7 +217,7 @@ void radix_sort(const ExecutionSpace& space, const Kokkos::View<Key*, KeyProps..
   const int key_bits = end_bit - begin_bit;
   if (n <= 1 || key_bits == 0) return;
   const int passes = (key_bits + 7) / 8;
-  const int tiles = static_cast<int>((static_cast<long long>(n) + Tiles::tile - 1) / Tiles::tile);
+  const int tiles = Tiles::count(n);
   workspace.reserve(n, 256 * tiles);
   auto k_main = Kokkos::subview(keys, Kokkos::make_pair(0, n));
   auto v_main = Kokkos::subview(values, Kokkos::make_pair(0, n));

@@ -35,6 +35,7 @@ struct M2LFusedData {
   using Real = typename LocalView::non_const_value_type;
   Kokkos::View<const int*, Mem> targets, sources;
   Kokkos::View<const int*, Mem> chunk_row, chunk_begin, chunk_end, chunk_partial;
+  Kokkos::View<const int*, Mem> chunk_totals;  ///< (0): chunks; launches cover the table's capacity
   CentresView centres;
   MultipoleView multipoles;
   LocalView locals;
@@ -82,7 +83,11 @@ struct M2LFusedData {
     }
   }
 
-  /// Coefficient i of chunk c's result: added to the target's local, or stored for a split row.
+  /// Chunk c is past the table (the launch covers the table's capacity).
+  KOKKOS_FORCEINLINE_FUNCTION bool past_end(int c) const { return c >= chunk_totals(0); }
+
+  /// Coefficient i of chunk c's result: added to the target's local (a row's first chunk), or stored in
+  /// the chunk's partial block.
   KOKKOS_FORCEINLINE_FUNCTION void emit(int c, int t, int i, Real value) const {
     const int slot = chunk_partial(c);
     if (slot >= 0) {
@@ -100,6 +105,7 @@ struct M2LFusedHostKernel {
   using Real = typename Data::Real;
   Data d;
   KOKKOS_INLINE_FUNCTION void operator()(int c) const {
+    if (d.past_end(c)) return;
     const int t = d.targets(d.chunk_row(c));
     const int k0 = d.chunk_begin(c);
     const int k1 = d.chunk_end(c);
@@ -161,6 +167,7 @@ struct M2LFusedTeamKernel {
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
     const int c = m.league_rank();
+    if (d.past_end(c)) return;
     const int t = d.targets(d.chunk_row(c));
     const int k0 = d.chunk_begin(c);
     const int k1 = d.chunk_end(c);
@@ -212,9 +219,11 @@ void m2l_fused(const ExecutionSpace& space, int order,
   auto block = KOKKOS_LAMBDA(int) {
     return nc;
   };
-  make_csr_chunks(space, far, per_chunk, block, workspace.chunks);
+  // (Every block is nc entries: the table's capacities are bounds known on the host, so building it
+  // needs no host round trip.)
+  make_csr_chunks(space, far, per_chunk, block, nc, workspace.chunks);
   const CsrChunks<Mem>& chunks = workspace.chunks;
-  if (chunks.num_chunks == 0) return;
+  if (chunks.chunk_capacity == 0) return;
 
   Data d;
   d.targets = far.targets;
@@ -223,10 +232,11 @@ void m2l_fused(const ExecutionSpace& space, int order,
   d.chunk_begin = chunks.chunk_begin;
   d.chunk_end = chunks.chunk_end;
   d.chunk_partial = chunks.chunk_partial;
+  d.chunk_totals = chunks.totals;
   d.centres = centres;
   d.multipoles = multipoles;
   d.locals = locals;
-  d.partial = workspace.template partial<Real>(chunks.partial_size);
+  d.partial = workspace.template partial<Real>(chunks.partial_capacity);
   d.order = order;
   d.nc = nc;
   // (rows of a multiple of 16 bytes from a 16-byte aligned start; a row then holds whole 16-byte
@@ -237,10 +247,10 @@ void m2l_fused(const ExecutionSpace& space, int order,
   bool done = false;
   if constexpr (host) {  // the host kernel is never instantiated for device backends
     if (!team_kernel) {
-      Kokkos::parallel_for(
-          "kfmm::m2l::fused",
-          Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, chunks.num_chunks),
-          M2LFusedHostKernel<P, Data>{d});
+      Kokkos::parallel_for("kfmm::m2l::fused",
+                           Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
+                               space, 0, chunks.chunk_capacity),
+                           M2LFusedHostKernel<P, Data>{d});
       done = true;
     }
   }
@@ -272,7 +282,7 @@ void m2l_fused(const ExecutionSpace& space, int order,
       require(team <= max_team, "m2l: team_size = ", team, " exceeds the backend's maximum of ", max_team,
               " at order ", order);
       Kokkos::parallel_for("kfmm::m2l::fused",
-                           Policy(space, chunks.num_chunks, team).set_scratch_size(kernel.level, scratch),
+                           Policy(space, chunks.chunk_capacity, team).set_scratch_size(kernel.level, scratch),
                            kernel);
     };
     if constexpr (fits_registers) {

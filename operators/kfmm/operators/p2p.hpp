@@ -78,11 +78,15 @@ struct P2PData {
   AccView accelerations;
   PotView potentials;
   Kokkos::View<const int*, MemorySpace> chunk_row, chunk_begin, chunk_end, chunk_partial;
+  Kokkos::View<const int*, MemorySpace> chunk_totals;  ///< (0): chunks; launches may cover more
   Kokkos::View<Acc*, MemorySpace> partial;
   Acc G;
   Real eps2;
 
-  /// Adds the finished sums of target `i` (global index) of a single-chunk row, or stores them in the
+  /// Chunk c is past the table (the launch covers the table's capacity).
+  KOKKOS_INLINE_FUNCTION bool past_end(int c) const { return c >= chunk_totals(0); }
+
+  /// Adds the finished sums of target `i` (global index) of a row's first chunk, or stores them in the
   /// chunk's partial block at local target `t`.
   KOKKOS_INLINE_FUNCTION void emit(int c, int i, int t, int q, Acc sum) const {
     const int slot = chunk_partial(c);
@@ -101,6 +105,7 @@ struct P2PHostKernel {
   static constexpr int W = p2p_host_lanes<Real>;
 
   KOKKOS_INLINE_FUNCTION void operator()(int c) const {
+    if (d.past_end(c)) return;
     const int r = d.chunk_row(c);
     const int k0 = d.chunk_begin(c);
     const int k1 = d.chunk_end(c);
@@ -211,6 +216,7 @@ struct P2PTeamKernel {
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
     const int c = m.league_rank();
+    if (d.past_end(c)) return;
     const int r = d.chunk_row(c);
     const int k0 = d.chunk_begin(c);
     const int k1 = d.chunk_end(c);
@@ -400,9 +406,11 @@ void p2p_impl(const ExecutionSpace& space,
     const int leaf = tgt(r);
     return 4 * (rng(leaf, 1) - rng(leaf, 0));
   };
-  make_csr_chunks(space, near_list, per_chunk, block, workspace.chunks);
+  // (The block of a chunk is 4 x its target leaf's particles, unknown on the host: the table's totals
+  // come back, one host round trip, and size the partial buffer exactly.)
+  make_csr_chunks(space, near_list, per_chunk, block, 0, workspace.chunks);
   const CsrChunks<Mem>& chunks = workspace.chunks;
-  if (chunks.num_chunks == 0) return;
+  if (chunks.chunk_capacity == 0) return;
 
   using Data = P2PData<Mem, PosView, MassView, AccView, PotView, Real, Acc>;
   Data d;
@@ -417,7 +425,8 @@ void p2p_impl(const ExecutionSpace& space,
   d.chunk_begin = chunks.chunk_begin;
   d.chunk_end = chunks.chunk_end;
   d.chunk_partial = chunks.chunk_partial;
-  d.partial = workspace.template partial<Acc>(chunks.partial_size);
+  d.chunk_totals = chunks.totals;
+  d.partial = workspace.template partial<Acc>(chunks.partial_capacity);
   d.G = static_cast<Acc>(G);
   d.eps2 = eps2;
 
@@ -426,10 +435,10 @@ void p2p_impl(const ExecutionSpace& space,
     if (options.team_size == 0) {
       using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
       if (guard) {
-        Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.num_chunks),
+        Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.chunk_capacity),
                              P2PHostKernel<true, Data, Real, Acc>{d});
       } else {
-        Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.num_chunks),
+        Kokkos::parallel_for("kfmm::p2p", Policy(space, 0, chunks.chunk_capacity),
                              P2PHostKernel<false, Data, Real, Acc>{d});
       }
       done = true;
@@ -448,8 +457,8 @@ void p2p_impl(const ExecutionSpace& space,
       const int max_team =
           Policy(space, 1, 1).set_scratch_size(0, scratch).team_size_max(kernel, Kokkos::ParallelForTag());
       require(team <= max_team, "p2p: team_size = ", team, " exceeds the backend's maximum of ", max_team);
-      Kokkos::parallel_for("kfmm::p2p", Policy(space, chunks.num_chunks, team).set_scratch_size(0, scratch),
-                           kernel);
+      Kokkos::parallel_for("kfmm::p2p",
+                           Policy(space, chunks.chunk_capacity, team).set_scratch_size(0, scratch), kernel);
     };
     if (guard) {
       run(P2PTeamKernel<true, ExecutionSpace, Data, Real, Acc>{d, per_chunk});

@@ -37,8 +37,8 @@
 /// CSR. Final pairs are written in round order with the key (near << b) | target, b = bits of the
 /// largest node id. One stable radix sort of the keys (tree/kfmm/tree/sort.hpp; CUB on CUDA) groups
 /// them: all far pairs by ascending target, then all near pairs by ascending target. One thread per
-/// node finds its rows' bounds by binary search and one kernel over the nodes compacts the rows of both
-/// lists (two look-back scans).
+/// node finds its rows' bounds by binary search and one scan over the nodes compacts the rows of both
+/// lists.
 ///
 /// Every write goes to an offset that a scan determined, and the sort is stable: the lists are identical
 /// run after run and across backends (except possibly for pairs exactly on the MAC boundary where a device
@@ -139,8 +139,7 @@ struct WalkWorkspace {
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   /// The final pairs' sort; its key and value buffers are aliases of queue[0] and queue[1] during it.
   SortWorkspace<MemorySpace, unsigned, int> sort;
-  TileScanWorkspace<MemorySpace> tiles;         ///< the rounds' look-back state
-  TileScanWorkspace<MemorySpace> row_tiles[2];  ///< the row compaction's (far rows, near rows)
+  TileScanWorkspace<MemorySpace> tiles;  ///< the rounds' look-back state
   /// Open pairs per round kernel (a slice of a round), 1 .. 2^24 (tests set it small to exercise slicing).
   long long slice = 1LL << 24;
   /// Run planned rounds when a plan exists (the default; false: every round is counted).
@@ -396,69 +395,45 @@ struct WalkRowBounds {
   }
 };
 
-/// One kernel over the nodes 0..num_nodes: compacts the far and near rows and writes both CSR offsets
-/// arrays (node num_nodes closes them). Each team takes a tile of nodes; the row offsets are those of
-/// global exclusive scans of the has-far and has-near flags in node order, within the team and across
-/// tiles by two look-backs (core/kfmm/core/tile_scan.hpp). (Before: a Kokkos parallel_scan, two kernels
-/// on CUDA.)
-template <class ExecutionSpace>
+/// Scan over the nodes 0..num_nodes: compacts the far and near rows (value: far rows << 32 | near rows)
+/// and writes both CSR offsets arrays; node num_nodes closes them.
+/// (Measured and kept: one kernel with two look-back scans (core/tile_scan.hpp) instead took 17 us
+/// against 2 x 5.8 us for this scan's two CUDA kernels at 2e5 Plummer, leaf 64 on the H200, Nsight Compute,
+/// twelfth session: the look-backs' team reductions cost more than the launch they save.)
+template <class MemorySpace>
 struct WalkCompactRows {
-  using memory_space = typename ExecutionSpace::memory_space;
-  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
-  static constexpr int I = is_host_execution_space<ExecutionSpace> ? 256 : 4;
-  Kokkos::View<const int* [4], memory_space> bounds;
-  Kokkos::View<int*, memory_space> split;
-  Kokkos::View<int*, memory_space> far_rows, far_offsets, near_rows, near_offsets;
-  TileScan<memory_space> scan[2];  // far rows, near rows
-  int num_nodes, pairs, tile_nodes;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
-    long long tile = 0;
-    if (team.team_rank() == 0) tile = scan[0].take_ticket();
-    team.team_broadcast(tile, 0);
-    const long long first = tile * tile_nodes + static_cast<long long>(team.team_rank()) * I;
-    unsigned long long sum[2] = {0, 0};
-    for (int q = 0; q < I; ++q) {
-      const long long t = first + q;
-      if (t < num_nodes) {
-        sum[0] += bounds(t, 1) > bounds(t, 0) ? 1 : 0;
-        sum[1] += bounds(t, 3) > bounds(t, 2) ? 1 : 0;
-      }
-    }
-    unsigned long long before[2], base[2];
-    for (int x = 0; x < 2; ++x) {
-      before[x] = team.team_scan(sum[x]);
-      unsigned long long tile_sum = before[x] + sum[x];
-      team.team_broadcast(tile_sum, team.team_size() - 1);
-      base[x] = scan[x].exclusive_prefix(team, tile, tile_sum);
-    }
-    int far_row = static_cast<int>(base[0] + before[0]), near_row = static_cast<int>(base[1] + before[1]);
+  using value_type = unsigned long long;
+  Kokkos::View<const int* [4], MemorySpace> bounds;
+  Kokkos::View<int*, MemorySpace> split;
+  Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
+  int num_nodes, pairs;
+  KOKKOS_INLINE_FUNCTION void operator()(const int t, value_type& rows, const bool final) const {
+    const int far_row = static_cast<int>(rows >> 32), near_row = static_cast<int>(rows & 0xffffffffULL);
     const int first_near = pairs > 0 ? split(0) : 0;
-    for (int q = 0; q < I; ++q) {
-      const long long node = first + q;
-      if (node > num_nodes) break;
-      const int t = static_cast<int>(node);
-      if (t == num_nodes) {
+    if (t == num_nodes) {
+      if (final) {
         far_offsets(far_row) = first_near;
         near_offsets(near_row) = pairs - first_near;
         if (pairs == 0) split(0) = 0;  // (no pairs: no near pair either)
         split(1) = far_row;            // the row counts, copied to the host with split(0)
         split(2) = near_row;
         if (far_row == 0) split(3) = -1;  // (no far row)
-        break;
       }
-      if (bounds(t, 1) > bounds(t, 0)) {
+      return;
+    }
+    const bool has_far = bounds(t, 1) > bounds(t, 0), has_near = bounds(t, 3) > bounds(t, 2);
+    if (final) {
+      if (has_far) {
         if (far_row == 0) split(3) = t;  // the first far target: the shallowest (nodes go level by level)
         far_rows(far_row) = t;
         far_offsets(far_row) = bounds(t, 0);
-        ++far_row;
       }
-      if (bounds(t, 3) > bounds(t, 2)) {
+      if (has_near) {
         near_rows(near_row) = t;
         near_offsets(near_row) = bounds(t, 2) - first_near;
-        ++near_row;
       }
     }
+    rows += (has_far ? 1ULL << 32 : 0ULL) + (has_near ? 1ULL : 0ULL);
   }
 };
 
@@ -686,24 +661,10 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   detail::reserve_at_least(ws.far_offsets, num_nodes + 1LL, "kfmm::walk::far_offsets");
   detail::reserve_at_least(ws.near_rows, num_nodes, "kfmm::walk::near_rows");
   detail::reserve_at_least(ws.near_offsets, num_nodes + 1LL, "kfmm::walk::near_offsets");
-  {
-    using Rows = detail::WalkCompactRows<ExecutionSpace>;
-    Rows rows{ws.bounds,       ws.split, ws.far_rows, ws.far_offsets, ws.near_rows,
-              ws.near_offsets, {},       num_nodes,   n_pairs,        0};
-    const int rows_team =
-        Tiles::team_size > 1
-            ? std::min(Tiles::team_size, Policy(space, 1, 1).team_size_max(rows, Kokkos::ParallelForTag()))
-            : 1;
-    rows.tile_nodes = rows_team * Rows::I;
-    const long long tiles = (num_nodes + 1LL + rows.tile_nodes - 1) / rows.tile_nodes;
-    for (int x = 0; x < 2; ++x)
-      rows.scan[x] = TileScan<memory_space>(ws.row_tiles[x], ws.row_tiles[x].prepare(space, tiles), tiles);
-    Kokkos::parallel_for(
-        "kfmm::walk::rows",
-        Policy(space, static_cast<int>(tiles), rows_team)
-            .set_scratch_size(0, Kokkos::PerTeam(2 * TileScan<memory_space>::scratch_bytes())),
-        rows);
-  }
+  Kokkos::parallel_scan(
+      "kfmm::walk::rows", Range(space, 0, num_nodes + 1),
+      detail::WalkCompactRows<memory_space>{ws.bounds, ws.split, ws.far_rows, ws.far_offsets, ws.near_rows,
+                                            ws.near_offsets, num_nodes, n_pairs});
   int split[4];  // first near pair, far rows, near rows, first far target: the lists' one copy to the host
   Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(split, 4),
                     Kokkos::subview(ws.split, Kokkos::make_pair(0, 4)));

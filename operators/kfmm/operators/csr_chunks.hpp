@@ -54,7 +54,7 @@ struct CsrChunks {
   Kokkos::View<int*, MemorySpace> split_chunks;   ///< per split row: its number of chunks (> 1)
   /// On the device: [0] chunks, [1] partial-buffer entries, [2] split rows.
   Kokkos::View<int*, MemorySpace> totals;
-  TileScanWorkspace<MemorySpace> scans[3];  ///< look-back state of the three offsets
+  TileScanWorkspace<MemorySpace> scans[3];  ///< look-back state of the offsets (the third unpacked only)
   int chunk_capacity = 0;                   ///< host: at least totals[0] (the chunk kernels' launch size)
   int split_capacity = 0;                   ///< host: at least totals[2] (the combine pass's launch size)
   int partial_capacity = 0;                 ///< host: at least totals[1] (the partial buffer's entries)
@@ -188,6 +188,25 @@ struct CsrChunkTable {
   }
 };
 
+/// The counts of a chunk table, on the host.
+struct CsrChunkTotals {
+  int chunks = 0, partial = 0, split_rows = 0;
+};
+
+/// The table's device totals on the host: a round trip, for tests and diagnostics.
+template <class MemorySpace>
+CsrChunkTotals csr_chunk_totals(const CsrChunks<MemorySpace>& c) {
+  CsrChunkTotals t;
+  if (c.totals.extent(0) < 3) return t;
+  int totals[3];
+  Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(totals, 3),
+                    Kokkos::subview(c.totals, Kokkos::make_pair(0, 3)));
+  t.chunks = totals[0];
+  t.partial = totals[1];
+  t.split_rows = totals[2];
+  return t;
+}
+
 /// Builds the chunk table of `list` into `c`, reusing its arrays where they are long enough: one kernel,
 /// no host round trip when `max_block` > 0 bounds `block_size(r)` (device-callable, r a row index: the
 /// partial-buffer entries one chunk of row r needs, e.g. (p+1)^2 for M2L, 4 x targets for P2P); with
@@ -242,20 +261,21 @@ void make_csr_chunks(const ExecutionSpace& space, const InteractionList<MemorySp
   table.packed = c.pack_scans &&
                  chunk_bound < (1LL << Table::packed_shift);  // (split rows <= chunks / 2 fit the low bits)
   const long long tiles = (rows + table.tile_rows - 1LL) / table.tile_rows;
-  for (int x = 0; x < 3; ++x)
+  const int scans = table.packed ? 2 : 3;  // (the look-backs the kernel runs: one scratch window each)
+  for (int x = 0; x < scans; ++x)
     table.scan[x] = TileScan<MemorySpace>(c.scans[x], c.scans[x].prepare(space, tiles), tiles);
-  Kokkos::parallel_for("kfmm::csr_chunks::table",
-                       Policy(space, static_cast<int>(tiles), team)
-                           .set_scratch_size(0, Kokkos::PerTeam(3 * TileScan<MemorySpace>::scratch_bytes())),
-                       table);
+  Kokkos::parallel_for(
+      "kfmm::csr_chunks::table",
+      Policy(space, static_cast<int>(tiles), team)
+          .set_scratch_size(0, Kokkos::PerTeam(scans * TileScan<MemorySpace>::scratch_bytes())),
+      table);
   if (c.exact) {
-    int totals[3];
-    Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(totals, 3),
-                      Kokkos::subview(c.totals, Kokkos::make_pair(0, 3)));
-    require(totals[1] < INT_MAX, "CSR list needs too large a partial buffer (", totals[1], "+ entries)");
-    c.chunk_capacity = totals[0];
-    c.partial_capacity = totals[1];
-    c.split_capacity = totals[2];
+    const CsrChunkTotals totals = csr_chunk_totals(c);
+    require(totals.partial < INT_MAX, "CSR list needs too large a partial buffer (", totals.partial,
+            "+ entries)");
+    c.chunk_capacity = totals.chunks;
+    c.partial_capacity = totals.partial;
+    c.split_capacity = totals.split_rows;
   }
 }
 
@@ -266,25 +286,6 @@ CsrChunks<MemorySpace> make_csr_chunks(const ExecutionSpace& space, const Intera
   CsrChunks<MemorySpace> c;
   make_csr_chunks(space, list, max_per_chunk, block_size, max_block, c);
   return c;
-}
-
-/// The counts of a chunk table, on the host.
-struct CsrChunkTotals {
-  int chunks = 0, partial = 0, split_rows = 0;
-};
-
-/// The table's device totals on the host: a round trip, for tests and diagnostics.
-template <class MemorySpace>
-CsrChunkTotals csr_chunk_totals(const CsrChunks<MemorySpace>& c) {
-  CsrChunkTotals t;
-  if (c.totals.extent(0) < 3) return t;
-  int totals[3];
-  Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(totals, 3),
-                    Kokkos::subview(c.totals, Kokkos::make_pair(0, 3)));
-  t.chunks = totals[0];
-  t.partial = totals[1];
-  t.split_rows = totals[2];
-  return t;
 }
 
 /// Second pass over the split rows: for every split row r and entry e < block_size(r), sums the

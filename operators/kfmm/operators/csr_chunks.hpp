@@ -298,13 +298,18 @@ CsrChunks<MemorySpace> make_csr_chunks(const ExecutionSpace& space, const Intera
 /// consecutive groups, each thread summing one group of one entry, and the group sums are added in group
 /// order: the longest rows have few entries and many chunks (at that point a large sparse outer leaf with
 /// 8779 source leaves, 138 chunks), and one thread per entry over all the blocks took 66 us, the tail
-/// of that one row (0.95 waves, 3 % of the memory throughput). Every sum's order depends only on the row
-/// and the team size (1 on host backends, 256 on GPUs): results are reproducible run after run. Launched
-/// over the table's split capacity; rows past the device total return at once.
+/// of that one row (0.95 waves, 3 % of the memory throughput). `gpu_team` is the team size on GPUs (1 on
+/// host backends): the caller picks it from its rows' shape, since the pass is launched over the table's
+/// split capacity (rows past the device total return at once) and a wide team costs every such empty
+/// team too (the M2L's pass, (p+1)^2 entries and few chunks per row, took 11.7 us with teams of 64 and
+/// 27.5 us with 256 at 2e5, p 4). Every sum's order depends only on the row and the team size: results
+/// are reproducible run after run.
 template <class ExecutionSpace, class MemorySpace, class PartialView, class BlockSize, class Apply>
 void combine_split_rows(const ExecutionSpace& space, const CsrChunks<MemorySpace>& chunks,
-                        const PartialView& partial, const BlockSize& block_size, const Apply& apply) {
+                        const PartialView& partial, const BlockSize& block_size, int gpu_team,
+                        const Apply& apply) {
   if (chunks.split_capacity == 0) return;
+  require(gpu_team >= 1, "combine_split_rows: team size = ", gpu_team, " must be at least 1");
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Member = typename Policy::member_type;
   using Acc = typename PartialView::non_const_value_type;
@@ -312,7 +317,7 @@ void combine_split_rows(const ExecutionSpace& space, const CsrChunks<MemorySpace
   auto split_partial = chunks.split_partial;
   auto split_chunks = chunks.split_chunks;
   auto totals = chunks.totals;
-  const int team = is_host_execution_space<ExecutionSpace> ? 1 : 256;
+  const int team = is_host_execution_space<ExecutionSpace> ? 1 : gpu_team;
   Kokkos::parallel_for(
       "kfmm::csr_chunks::combine",
       Policy(space, chunks.split_capacity, team)

@@ -298,8 +298,12 @@ void m2l_fused(const ExecutionSpace& space, int order,
 
   auto partial = d.partial;
   auto targets = d.targets;
+  // A row is one block of (p+1)^2 coefficients split into few chunks: one warp-sized slice per
+  // coefficient range, no more (empty teams over the split bound cost their width).
+  const int combine_team = nc <= 32 ? 32 : nc <= 64 ? 64 : 128;
   combine_split_rows(
-      space, chunks, partial, block, KOKKOS_LAMBDA(int r, int i, Real sum) { locals(targets(r), i) += sum; });
+      space, chunks, partial, block, combine_team,
+      KOKKOS_LAMBDA(int r, int i, Real sum) { locals(targets(r), i) += sum; });
 }
 
 }  // namespace kfmm::detail

@@ -471,8 +471,9 @@ void p2p_impl(const ExecutionSpace& space,
   auto acc = accelerations;
   auto pot = potentials;
   const Acc g = d.G;
+  // Near rows can be long (thousands of source leaves) with few entries: wide teams split their blocks.
   combine_split_rows(
-      space, chunks, partial, block, KOKKOS_LAMBDA(int r, int e, Acc sum) {
+      space, chunks, partial, block, 256, KOKKOS_LAMBDA(int r, int e, Acc sum) {
         add_scaled_sum(acc, pot, rng(tgt(r), 0) + e / 4, e % 4, g, sum);
       });
 }

@@ -1,6 +1,7 @@
 // P2P near field and the O(N^2) direct sum against long-double references on the host.
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <cfloat>
@@ -461,6 +462,43 @@ TEMPLATE_LIST_TEST_CASE("p2p on sparse random lists with long and empty rows", "
   }
   CHECK(bitwise_equal(runs[0], runs[1]));  // deterministic, host kernel
   CHECK(bitwise_equal(runs[2], runs[3]));  // deterministic, team kernel
+
+  // A bound on the target leaves (the largest holds 39 or fewer particles) sizes the partial buffer
+  // without the totals' round trip: the same table, the same sums, bit for bit; a bound below the
+  // largest leaf is refused when validated.
+  int largest = 0;
+  for (int a = 0; a < 60; ++a)
+    if (a % 11 != 5) largest = std::max(largest, sizes[a]);
+  for (const int bound : {largest, 40, 1000}) {
+    for (int rep = 0; rep < 2; ++rep) {
+      Kokkos::deep_copy(d.a, 0.0);
+      Kokkos::deep_copy(d.phi, 0.0);
+      kfmm::P2POptions opt;
+      opt.leaves_per_chunk = 4;
+      opt.team_size = rep == 0 ? 0 : team_sizes(space).back();
+      opt.max_target_particles = bound;
+      kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 2.0, 0.0, d.a, d.phi, opt, ws);
+      CHECK_FALSE(ws.chunks.exact);  // (capacities from the bound: no copy of the totals)
+      CHECK(ws.chunks.partial_capacity >= kfmm::detail::csr_chunk_totals(ws.chunks).partial);
+      CHECK(bitwise_equal(d.a, runs[2 * rep]));
+    }
+  }
+  kfmm::P2POptions low;
+  low.leaves_per_chunk = 4;
+  low.max_target_particles = largest - 1;
+  REQUIRE_THROWS_WITH(
+      kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 2.0, 0.0, d.a, d.phi, low, ws),
+      Catch::Matchers::ContainsSubstring("max_target_particles = " + std::to_string(largest - 1)) &&
+          Catch::Matchers::ContainsSubstring("holds " + std::to_string(largest) + " particles"));
+  // Unvalidated, a broken bound stays inside the buffers (the long row's later sums are dropped).
+  low.validate = false;
+  low.max_target_particles = 1;
+  for (const int team : {0, team_sizes(space).back()}) {
+    low.team_size = team;
+    kfmm::CsrWorkspace<typename Space::memory_space> fresh;  // (no buffer left over from larger calls)
+    kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 2.0, 0.0, d.a, d.phi, low, fresh);
+    space.fence();
+  }
 }
 
 TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm_test::ExecutionSpaces) {

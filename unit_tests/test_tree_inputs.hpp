@@ -116,6 +116,7 @@ struct DeviceInput {
 template <class Real>
 struct HostTree {
   int n = 0, num_nodes = 0, num_leaves = 0, num_levels = 0, leaf_size = 0, sorted_levels = 0;
+  int max_leaf_particles = 0;
   std::vector<int> level_offsets, permutation, parent, first_child, num_children, level, leaves, begin, end;
   std::vector<kfmm::MortonKey> keys;
   std::vector<Real> positions, masses, centres, radii, node_masses;
@@ -128,6 +129,7 @@ struct HostTree {
         num_levels(t.num_levels),
         leaf_size(t.leaf_size),
         sorted_levels(t.sorted_levels),
+        max_leaf_particles(t.max_leaf_particles),
         level_offsets(t.level_offsets) {
     auto vec = [](const auto& view) {
       auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);

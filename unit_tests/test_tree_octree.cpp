@@ -32,8 +32,11 @@ void check_structure(const Input& in, const HostTree<Real>& t) {
     REQUIRE(t.num_nodes == 0);
     REQUIRE(t.num_leaves == 0);
     REQUIRE(t.num_levels == 0);
+    REQUIRE(t.max_leaf_particles == 0);
     return;
   }
+  // The host-side leaf bound: leaf_size (at most N) unless a leaf lies at the key resolution.
+  REQUIRE(t.max_leaf_particles == (t.num_levels <= 21 ? std::min(t.leaf_size, n) : n));
   // Permutation and gathered particles.
   std::vector<int> sorted_perm = t.permutation;
   std::sort(sorted_perm.begin(), sorted_perm.end());
@@ -96,6 +99,7 @@ void check_structure(const Input& in, const HostTree<Real>& t) {
       const int count = t.end[k] - t.begin[k];
       const bool should_split = count > t.leaf_size && l < 21;
       REQUIRE(t.is_leaf(k) == !should_split);
+      if (t.is_leaf(k)) REQUIRE(count <= t.max_leaf_particles);
       if (t.is_leaf(k)) {
         REQUIRE(t.first_child[k] == -1);
         leaves_found.push_back(k);

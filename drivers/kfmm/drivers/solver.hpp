@@ -481,6 +481,8 @@ class Solver {
     p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
     p2p_options.deterministic = options_.deterministic;
     p2p_options.validate = false;  // (the walk's lists: tested sizes and symmetry)
+    // The tree's leaf bound sizes the chunk table's partial buffer without a host round trip.
+    p2p_options.max_target_particles = t.max_leaf_particles;
     // Host backends evaluate each near leaf pair once for both leaves (Newton's third law; 1.2x there).
     p2p_options.mutual = detail::is_host_execution_space<ExecutionSpace>;
     p2p(space_, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,

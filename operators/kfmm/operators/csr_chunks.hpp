@@ -329,6 +329,8 @@ void combine_split_rows(const ExecutionSpace& space, const CsrChunks<MemorySpace
         const long long base = split_partial(s);
         const int later = split_chunks(s) - 1;  // blocks, one per chunk after the first, >= 1
         const int n = static_cast<int>(block_size(r));
+        // (A partial buffer sized from a bound that the list broke holds no complete row: dropped.)
+        if (base + static_cast<long long>(later) * n > static_cast<long long>(partial.extent(0))) return;
         const int T = m.team_size();
         const int groups = n > 0 && 2 * n <= T ? (T / n < later ? T / n : later) : 1;
         if (groups == 1) {

@@ -59,6 +59,13 @@ struct P2POptions {
   /// of 4 sums per particle per host thread (in the workspace). Refused on GPU backends and together
   /// with an explicit team_size; with `validate`, an asymmetric list is refused.
   bool mutual = false;
+  /// An upper bound on the particles of every target leaf of the list (e.g. Octree::max_leaf_particles);
+  /// 0 = unknown. Known, it bounds the chunk table's partial buffer from the list's pair count, so the
+  /// table's totals need not come back (one host round trip fewer; the buffer is then sized for the
+  /// bound, at most 4 x bound x pairs / leaves_per_chunk sums). A precondition: `validate` refuses a list
+  /// with a larger target leaf; unvalidated, such a leaf's partial sums beyond the buffer are dropped
+  /// (its results are wrong, no memory outside the buffers is touched).
+  int max_target_particles = 0;
   /// Check that near_list.sources holds the list's last offset of pairs: one device-to-host copy
   /// (a host round trip); with `mutual`, also that the list is symmetric (O(sum of squared row
   /// lengths) on the host). A caller whose lists come from kfmm::dual_tree_walk may turn it off.
@@ -87,11 +94,13 @@ struct P2PData {
   KOKKOS_INLINE_FUNCTION bool past_end(int c) const { return c >= chunk_totals(0); }
 
   /// Adds the finished sums of target `i` (global index) of a row's first chunk, or stores them in the
-  /// chunk's partial block at local target `t`.
+  /// chunk's partial block at local target `t`. (A partial buffer sized from a bound that a list broke,
+  /// P2POptions::max_target_particles, drops what lies beyond it.)
   KOKKOS_INLINE_FUNCTION void emit(int c, int i, int t, int q, Acc sum) const {
     const int slot = chunk_partial(c);
     if (slot >= 0) {
-      partial(slot + 4 * t + q) = sum;
+      const size_t at = static_cast<size_t>(slot) + 4 * t + q;
+      if (at < partial.extent(0)) partial(at) = sum;
     } else {
       add_scaled_sum(accelerations, potentials, i, q, G, sum);
     }
@@ -377,6 +386,32 @@ struct P2PTeamKernel {
   }
 };
 
+/// The most particles of a target leaf of `list` (ranges(leaf, 1) - ranges(leaf, 0)); a host round trip.
+template <class MemorySpace, class RangesView>
+struct LargestTargetLeaf {
+  Kokkos::View<const int*, MemorySpace> targets;
+  RangesView ranges;
+  KOKKOS_INLINE_FUNCTION void operator()(const int r, int& largest) const {
+    const int leaf = targets(r);
+    const int count = ranges(leaf, 1) - ranges(leaf, 0);
+    largest = count > largest ? count : largest;
+  }
+};
+
+template <class ExecutionSpace, class RangesView>
+int largest_target_leaf(const ExecutionSpace& space,
+                        const InteractionList<typename ExecutionSpace::memory_space>& list,
+                        const RangesView& ranges) {
+  using Mem = typename ExecutionSpace::memory_space;
+  int largest = 0;
+  if (list.num_rows() == 0) return largest;
+  Kokkos::parallel_reduce(
+      "kfmm::p2p::largest_target_leaf", Kokkos::RangePolicy<ExecutionSpace>(space, 0, list.num_rows()),
+      LargestTargetLeaf<Mem, RangesView>{list.targets, ranges}, Kokkos::Max<int>(largest));
+  space.fence();
+  return largest;
+}
+
 template <class ExecutionSpace, class Real, class Acc, class PosView, class MassView, class AccView,
           class PotView>
 void p2p_impl(const ExecutionSpace& space,
@@ -406,9 +441,9 @@ void p2p_impl(const ExecutionSpace& space,
     const int leaf = tgt(r);
     return 4 * (rng(leaf, 1) - rng(leaf, 0));
   };
-  // (The block of a chunk is 4 x its target leaf's particles, unknown on the host: the table's totals
-  // come back, one host round trip, and size the partial buffer exactly.)
-  make_csr_chunks(space, near_list, per_chunk, block, 0, workspace.chunks);
+  // (The block of a chunk is 4 x its target leaf's particles: with a bound on those the table needs no
+  // host round trip; without one its totals come back and size the partial buffer exactly.)
+  make_csr_chunks(space, near_list, per_chunk, block, 4LL * options.max_target_particles, workspace.chunks);
   const CsrChunks<Mem>& chunks = workspace.chunks;
   if (chunks.chunk_capacity == 0) return;
 
@@ -522,6 +557,14 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   require(options.leaves_per_chunk >= 0, "p2p: leaves_per_chunk = ", options.leaves_per_chunk,
           " must be >= 0");
   require(options.team_size >= 0, "p2p: team_size = ", options.team_size, " must be >= 0");
+  require(options.max_target_particles >= 0, "p2p: max_target_particles = ", options.max_target_particles,
+          " must be >= 0 (0: unknown)");
+  if (options.validate && options.max_target_particles > 0) {
+    const int largest = detail::largest_target_leaf(space, near_list, ranges);  // (a host round trip)
+    require(largest <= options.max_target_particles,
+            "p2p: max_target_particles = ", options.max_target_particles,
+            " but a target leaf of near_list holds ", largest, " particles");
+  }
   require(!options.mutual || detail::is_host_execution_space<ExecutionSpace>,
           "p2p: mutual = true runs on host backends only (GPU threads would race on the source leaves)");
   require(!options.mutual || options.team_size == 0,

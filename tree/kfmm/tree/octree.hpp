@@ -35,6 +35,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <limits>
@@ -69,6 +70,10 @@ struct Octree {
   int num_leaves = 0;
   int num_levels = 0;  ///< levels 0 .. num_levels-1 hold nodes (at most 22)
   int leaf_size = 0;   ///< the leaf capacity the tree was built with
+  /// An upper bound on the particles of any leaf, known on the host without a round trip: leaf_size
+  /// (at most N), unless a leaf lies at the key resolution (level 21, coincident particles kept together
+  /// beyond leaf_size), then N.
+  int max_leaf_particles = 0;
   /// The particles are in the order of their cells at this level (Morton order of the level's cells),
   /// in caller order within a cell: 21 (the key resolution) or a level at least as deep as every node.
   int sorted_levels = 0;
@@ -371,7 +376,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   const int n = static_cast<int>(positions.extent(0));
   tree.num_particles = n;
   tree.leaf_size = leaf_size;
-  tree.num_nodes = tree.num_leaves = tree.num_levels = 0;
+  tree.num_nodes = tree.num_leaves = tree.num_levels = tree.max_leaf_particles = 0;
   tree.sorted_levels = morton_levels;  // (N = 0 or 1: trivially in order)
   tree.level_offsets.assign(1, 0);
 
@@ -482,6 +487,8 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
         detail::GatherParticles<decltype(perm), PositionsView, MassesView, Real, memory_space>{
             perm, positions, masses, tree.positions, tree.masses, position_scale});
   }
+  // (Only a node at the key resolution may hold more than leaf_size particles: then levels = 22.)
+  tree.max_leaf_particles = tree.num_levels <= morton_levels ? std::min(leaf_size, n) : n;
   const int m = tree.num_nodes;
   detail::resize_exact(tree.ranges, m, "kfmm::octree::ranges");
   detail::resize_exact(tree.parent, m, "kfmm::octree::parent");

@@ -11,19 +11,17 @@
 ///   corner of the node's particle bounding box), a bound that is exact up to the curvature of the
 ///   children's spheres and never looser than the box corner.
 /// - Mass: the sum of the signed masses.
-/// One kernel does the whole tree: a team per leaf computes its leaf (a warp on GPUs, lanes summed in a
-/// fixed order, LeafMoments), then its rank 0 counts the leaf in at its parent (an atomic arrival
-/// counter); the child that arrives last computes the parent from all its children and goes on up (the
-/// bottom-up scheme of Karras, "Maximizing parallelism in the construction of BVHs, octrees, and k-d
-/// trees", HPG 2012). Nothing waits, so no schedule can deadlock. Every node is computed in a fixed
-/// order (a leaf's particles by lanes, then the lanes; an internal node's children in id order),
-/// whichever team it is, so the results are bitwise identical run after run and across backends. (A
-/// kernel per level cost ~8-12 us of latency per level on the H200 whatever its size.)
+/// One kernel does the whole tree: a thread per leaf computes its leaf, then counts itself in at its
+/// parent (an atomic arrival counter); the child that arrives last computes the parent from all its
+/// children and goes on up (the bottom-up scheme of Karras, "Maximizing parallelism in the construction
+/// of BVHs, octrees, and k-d trees", HPG 2012). Nothing waits, so no schedule can deadlock. Every node
+/// is computed by one thread in a fixed order (particles, then children in id order), whichever
+/// thread it is, so the results are bitwise identical run after run and across backends. (A kernel per
+/// level cost ~8-12 us of latency per level on the H200 whatever its size.)
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
-#include <cfloat>
 #include <string>
 
 #include "kfmm/core/execution_space.hpp"
@@ -95,23 +93,7 @@ KOKKOS_INLINE_FUNCTION void finish_centre(const int node, const double w[4], con
   }
 }
 
-/// Lanes of a leaf's sums: particle j of a leaf (from its first) belongs to lane j % leaf_lanes, each lane
-/// sums its particles in order and the lanes' sums are added in lane order. GPUs run a warp per leaf, one
-/// thread per lane (coalesced loads, ~2 particles per thread at leaf 64); host backends loop over the
-/// lanes in one thread. The order is the same on every backend, so the sums are too. (One thread per
-/// leaf over all its particles, twice, took 80 us of the 2e5 Plummer build at leaf 64 on the H200,
-/// Nsight Compute: ~83 threads per SM, each waiting on its own uncoalesced loads.)
-inline constexpr int leaf_lanes = 32;
-
-/// One lane's share of a leaf: |m| and |m| x (relative to the origin), signed mass, particle box.
-struct LeafLane {
-  double w[4];
-  double m;
-  double box[6];  // lo xyz, hi xyz
-};
-
-/// Leaf k of `leaves`: sums, box, centre and exact radius from its particles, by one team of
-/// leaf_lanes threads (GPUs) or one thread (host backends). The team's rank 0 finishes the leaf.
+/// Leaf k of `leaves`: sums, box, centre and exact radius from its particles (one thread).
 template <class PositionsView, class MassesView, class Ranges, class IntView, class Centres, class Radii,
           class NodeMasses, class MemorySpace>
 struct LeafMoments {
@@ -125,70 +107,50 @@ struct LeafMoments {
   NodeMasses node_masses;
   MomentSums<MemorySpace> s;
   Point3 origin;
-
-  /// Team scratch: the lanes' shares, then the stored centre.
-  static constexpr size_t scratch_bytes = leaf_lanes * sizeof(LeafLane) + 4 * sizeof(double);
-
-  template <class Team>
-  KOKKOS_INLINE_FUNCTION void operator()(const Team& team, const int k) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
     const int node = leaves(k);
     const int begin = ranges(node, 0), end = ranges(node, 1);
-    LeafLane* lanes = static_cast<LeafLane*>(team.team_scratch(0).get_shmem(leaf_lanes * sizeof(LeafLane)));
-    double* centre = static_cast<double*>(team.team_scratch(0).get_shmem(4 * sizeof(double)));
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, leaf_lanes), [&](const int lane) {
-      LeafLane l = {{0, 0, 0, 0}, 0, {DBL_MAX, DBL_MAX, DBL_MAX, -DBL_MAX, -DBL_MAX, -DBL_MAX}};
-      for (int i = begin + lane; i < end; i += leaf_lanes) {
-        const double mi = static_cast<double>(masses(i));
-        const double am = mi < 0 ? -mi : mi;
-        const double x[3] = {static_cast<double>(positions(i, 0)), static_cast<double>(positions(i, 1)),
-                             static_cast<double>(positions(i, 2))};
-        l.w[0] += am;
-        for (int a = 0; a < 3; ++a) l.w[1 + a] += am * (x[a] - origin.v[a]);
-        l.m += mi;
-        for (int a = 0; a < 3; ++a) {
-          l.box[a] = x[a] < l.box[a] ? x[a] : l.box[a];
-          l.box[3 + a] = x[a] > l.box[3 + a] ? x[a] : l.box[3 + a];
-        }
+    double w = 0, wx = 0, wy = 0, wz = 0, m = 0;
+    double lo[3] = {positions(begin, 0), positions(begin, 1), positions(begin, 2)};
+    double hi[3] = {lo[0], lo[1], lo[2]};
+    for (int i = begin; i < end; ++i) {
+      const double mi = static_cast<double>(masses(i));
+      const double am = mi < 0 ? -mi : mi;
+      const double x[3] = {static_cast<double>(positions(i, 0)), static_cast<double>(positions(i, 1)),
+                           static_cast<double>(positions(i, 2))};
+      w += am;
+      wx += am * (x[0] - origin.v[0]);
+      wy += am * (x[1] - origin.v[1]);
+      wz += am * (x[2] - origin.v[2]);
+      m += mi;
+      for (int a = 0; a < 3; ++a) {
+        lo[a] = x[a] < lo[a] ? x[a] : lo[a];
+        hi[a] = x[a] > hi[a] ? x[a] : hi[a];
       }
-      lanes[lane] = l;
-    });
-    team.team_barrier();
-    if (team.team_rank() == 0) {
-      double w[4] = {0, 0, 0, 0}, m = 0;
-      double box[6] = {DBL_MAX, DBL_MAX, DBL_MAX, -DBL_MAX, -DBL_MAX, -DBL_MAX};
-      for (int lane = 0; lane < leaf_lanes; ++lane) {  // (in lane order: the same sums on every backend)
-        const LeafLane& l = lanes[lane];
-        for (int q = 0; q < 4; ++q) w[q] += l.w[q];
-        m += l.m;
-        for (int a = 0; a < 3; ++a) {
-          box[a] = l.box[a] < box[a] ? l.box[a] : box[a];
-          box[3 + a] = l.box[3 + a] > box[3 + a] ? l.box[3 + a] : box[3 + a];
-        }
-      }
-      for (int q = 0; q < 4; ++q) s.weights(node, q) = w[q];
-      s.mass(node) = m;
-      for (int q = 0; q < 6; ++q) s.boxes(node, q) = box[q];
-      finish_centre<Real>(node, w, box, origin, centres, centre);
-      centre[3] = m;
     }
-    team.team_barrier();
+    s.weights(node, 0) = w;
+    s.weights(node, 1) = wx;
+    s.weights(node, 2) = wy;
+    s.weights(node, 3) = wz;
+    s.mass(node) = m;
+    for (int a = 0; a < 3; ++a) {
+      s.boxes(node, a) = lo[a];
+      s.boxes(node, 3 + a) = hi[a];
+    }
+    const double sums[4] = {w, wx, wy, wz};
+    const double box[6] = {lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]};
+    double c[3];
+    finish_centre<Real>(node, sums, box, origin, centres, c);
     double r2 = 0;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, leaf_lanes),
-        [&](const int lane, double& largest) {
-          for (int i = begin + lane; i < end; i += leaf_lanes) {
-            const double dx = static_cast<double>(positions(i, 0)) - centre[0];
-            const double dy = static_cast<double>(positions(i, 1)) - centre[1];
-            const double dz = static_cast<double>(positions(i, 2)) - centre[2];
-            const double d2 = dx * dx + dy * dy + dz * dz;
-            largest = d2 > largest ? d2 : largest;
-          }
-        },
-        Kokkos::Max<double>(r2));
-    if (team.team_rank() == 0) {
-      radii(node) = detail::round_up<Real>(compat::sqrt(r2 > 0 ? r2 : 0.0));
-      node_masses(node) = static_cast<Real>(centre[3]);
+    for (int i = begin; i < end; ++i) {
+      const double dx = static_cast<double>(positions(i, 0)) - c[0];
+      const double dy = static_cast<double>(positions(i, 1)) - c[1];
+      const double dz = static_cast<double>(positions(i, 2)) - c[2];
+      const double d2 = dx * dx + dy * dy + dz * dz;
+      r2 = d2 > r2 ? d2 : r2;
     }
+    radii(node) = detail::round_up<Real>(compat::sqrt(r2));
+    node_masses(node) = static_cast<Real>(m);
   }
 };
 
@@ -264,19 +226,16 @@ struct InternalMoments {
   }
 };
 
-/// The whole bottom-up pass, a team per leaf (see the file comment): the leaf, then the team's rank 0
-/// climbs through every ancestor whose last child this team finished.
+/// The whole bottom-up pass, one thread per leaf (see the file comment): the leaf, then every ancestor
+/// whose last child this thread finished.
 template <class Leaf, class Internal, class IntView, class MemorySpace>
 struct BottomUpMoments {
   Leaf leaf;
   Internal internal;
   IntView parent;
   Kokkos::View<int*, MemorySpace> arrivals;
-  template <class Team>
-  KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
-    const int k = team.league_rank();
-    leaf(team, k);
-    if (team.team_rank() != 0) return;
+  KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
+    leaf(k);
     for (int node = leaf.leaves(k);;) {
       const int up = parent(node);
       if (up < 0) return;
@@ -318,12 +277,8 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
   using Leaf = detail::LeafMoments<PositionsView, MassesView, Ranges, IntView, Centres, Radii, NodeMasses,
                                    memory_space>;
   using Internal = detail::InternalMoments<IntView, Centres, Radii, NodeMasses, memory_space>;
-  if (num_leaves == 0) return;
-  const int team = detail::is_host_execution_space<ExecutionSpace> ? 1 : detail::leaf_lanes;
   Kokkos::parallel_for(
-      "kfmm::moments",
-      Kokkos::TeamPolicy<ExecutionSpace>(space, num_leaves, team)
-          .set_scratch_size(0, Kokkos::PerTeam(Leaf::scratch_bytes)),
+      "kfmm::moments", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
       detail::BottomUpMoments<Leaf, Internal, IntView, memory_space>{
           Leaf{positions, masses, ranges, leaves, centres, radii, node_masses, s, origin},
           Internal{first_child, num_children, centres, radii, node_masses, s, origin}, parent, s.arrivals});

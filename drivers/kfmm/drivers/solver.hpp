@@ -116,18 +116,33 @@ void zero_outputs(const ExecutionSpace& space, const AccView& acc, const PotView
                        ZeroOutputs<AccView, PotView>{acc, pot});
 }
 
-template <class PermView, class AccIn, class PotIn, class AccOut, class PotOut>
-struct ScatterByPermutation {
-  using Real = typename AccOut::non_const_value_type;
+/// inverse(perm(s)) = s: the sorted slot of every caller index.
+template <class PermView, class InverseView>
+struct InvertPermutation {
   PermView perm;
+  InverseView inverse;
+  KOKKOS_INLINE_FUNCTION void operator()(const int s) const { inverse(perm(s)) = s; }
+};
+
+template <class ExecutionSpace, class PermView, class InverseView>
+void invert_permutation(const ExecutionSpace& space, const PermView& perm, const InverseView& inverse,
+                        int n) {
+  Kokkos::parallel_for("kfmm::Solver::invert_permutation", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                       InvertPermutation<PermView, InverseView>{perm, inverse});
+}
+
+template <class InverseView, class AccIn, class PotIn, class AccOut, class PotOut>
+struct GatherOutputs {
+  using Real = typename AccOut::non_const_value_type;
+  InverseView inverse;
   AccIn acc;
   PotIn pot;
   AccOut accelerations;
   PotOut potentials;
   bool with_potentials, scaled;
   Real sa, sp;
-  KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
-    const int i = perm(s);
+  KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
+    const int s = inverse(i);
     if (scaled) {
       for (int a = 0; a < 3; ++a) accelerations(i, a) = acc(s, a) * sa;
       if (with_potentials) potentials(i) = pot(s) * sp;
@@ -138,17 +153,20 @@ struct ScatterByPermutation {
   }
 };
 
-/// accelerations(perm(s)) = acc(s), potentials(perm(s)) = pot(s) (potentials skipped when empty).
+/// accelerations(i) = acc(inverse(i)), potentials(i) = pot(inverse(i)) (potentials skipped when empty),
+/// i.e. the sorted results back in the caller's order. A gather in caller order: the writes are
+/// coalesced and the random accesses are reads (the scatter by the permutation, random writes, took
+/// 2.33 ms at 1e7 on the H200 where the tree build's gather of the positions takes a fraction of it).
 /// (Both multiplied by acc_scale and pot_scale, the undoing of a length rescaling; exact for powers of 2.)
-template <class ExecutionSpace, class PermView, class AccIn, class PotIn, class AccOut, class PotOut>
-void scatter_by_permutation(const ExecutionSpace& space, const PermView& perm, const AccIn& acc,
-                            const PotIn& pot, const AccOut& accelerations, const PotOut& potentials, int n,
-                            double acc_scale, double pot_scale) {
+template <class ExecutionSpace, class InverseView, class AccIn, class PotIn, class AccOut, class PotOut>
+void gather_outputs(const ExecutionSpace& space, const InverseView& inverse, const AccIn& acc,
+                    const PotIn& pot, const AccOut& accelerations, const PotOut& potentials, int n,
+                    double acc_scale, double pot_scale) {
   using Real = typename AccOut::non_const_value_type;
   Kokkos::parallel_for(
-      "kfmm::Solver::scatter", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      ScatterByPermutation<PermView, AccIn, PotIn, AccOut, PotOut>{
-          perm, acc, pot, accelerations, potentials, potentials.extent(0) > 0,
+      "kfmm::Solver::gather_outputs", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      GatherOutputs<InverseView, AccIn, PotIn, AccOut, PotOut>{
+          inverse, acc, pot, accelerations, potentials, potentials.extent(0) > 0,
           acc_scale != 1.0 || pot_scale != 1.0, static_cast<Real>(acc_scale), static_cast<Real>(pot_scale)});
 }
 
@@ -288,6 +306,12 @@ class Solver {
       tree_box.hi[d] = box.hi[d] * scale_;
     }
     build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, &tree_box, scale_);
+    if (static_cast<int>(inverse_permutation_.extent(0)) != n) {
+      inverse_permutation_ = Kokkos::View<int*, memory_space>();
+      inverse_permutation_ = Kokkos::View<int*, memory_space>(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::inverse_permutation"), n);
+    }
+    detail::invert_permutation(space_, tree_.permutation, inverse_permutation_, n);
     clock.stop(Stage::tree);
     WalkOptions walk;
     walk.theta = theta_;
@@ -408,7 +432,7 @@ class Solver {
     stats_.near_pairs = static_cast<long long>(lists_.near.sources.extent(0));
   }
 
-  /// P2M .. P2P and the scatter into the caller's order, on the current tree and lists, for masses in
+  /// P2M .. P2P and the gather into the caller's order, on the current tree and lists, for masses in
   /// the tree's order.
   void run_expansions(const Kokkos::View<const Real*, memory_space>& masses_sorted,
                       const accelerations_type& accelerations, const potentials_type& potentials,
@@ -481,16 +505,17 @@ class Solver {
     p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
     p2p_options.deterministic = options_.deterministic;
     p2p_options.validate = false;  // (the walk's lists: tested sizes and symmetry)
-    // The tree's leaf bound sizes the chunk table's partial buffer without a host round trip.
-    p2p_options.max_target_particles = t.max_leaf_particles;
+    // (Not max_target_particles = t.max_leaf_particles: it saves the chunk totals' round trip, 20-30 us
+    // per evaluation on the H200, but sizes the partial buffer for the leaf bound, +23 to +54 bytes per
+    // particle at the goal points and at 1e8: docs/benchmarks.md, thirteenth session.)
     // Host backends evaluate each near leaf pair once for both leaves (Newton's third law; 1.2x there).
     p2p_options.mutual = detail::is_host_execution_space<ExecutionSpace>;
     p2p(space_, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
         acc_sorted_, pot_sorted_, p2p_options, p2p_workspace_);
     clock.stop(Stage::p2p);
     // Back into the caller's order.
-    detail::scatter_by_permutation(space_, t.permutation, acc_sorted_, pot_sorted_, accelerations, potentials,
-                                   n, scale_ * scale_, scale_);
+    detail::gather_outputs(space_, inverse_permutation_, acc_sorted_, pot_sorted_, accelerations, potentials,
+                           n, scale_ * scale_, scale_);
     clock.stop(Stage::scatter);
     // (After the last stage, so that its time is not booked to any stage.)
     if (options_.timing)
@@ -518,6 +543,7 @@ class Solver {
   TranslationPassWorkspace<memory_space> pass_workspace_;     // M2M / L2L pass flags
   Kokkos::View<Real*, memory_space> masses_sorted_, pot_sorted_;
   Kokkos::View<Real* [3], memory_space> acc_sorted_;
+  Kokkos::View<int*, memory_space> inverse_permutation_;  ///< caller index -> sorted slot (the tree's)
   double scale_ = 1;  ///< positions are multiplied by this power of two before the tree is built
   Expansions multipole_storage_, local_storage_;
 };

@@ -306,11 +306,7 @@ class Solver {
       tree_box.hi[d] = box.hi[d] * scale_;
     }
     build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, &tree_box, scale_);
-    if (static_cast<int>(inverse_permutation_.extent(0)) != n) {
-      inverse_permutation_ = Kokkos::View<int*, memory_space>();
-      inverse_permutation_ = Kokkos::View<int*, memory_space>(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::inverse_permutation"), n);
-    }
+    detail::resize_exact(inverse_permutation_, n, "kfmm::Solver::inverse_permutation");
     detail::invert_permutation(space_, tree_.permutation, inverse_permutation_, n);
     clock.stop(Stage::tree);
     WalkOptions walk;

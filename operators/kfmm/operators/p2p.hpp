@@ -408,8 +408,7 @@ int largest_target_leaf(const ExecutionSpace& space,
   Kokkos::parallel_reduce(
       "kfmm::p2p::largest_target_leaf", Kokkos::RangePolicy<ExecutionSpace>(space, 0, list.num_rows()),
       LargestTargetLeaf<Mem, RangesView>{list.targets, ranges}, Kokkos::Max<int>(largest));
-  space.fence();
-  return largest;
+  return largest;  // (a reduction into a host scalar returns once the value is there)
 }
 
 template <class ExecutionSpace, class Real, class Acc, class PosView, class MassView, class AccView,

@@ -2,8 +2,10 @@
 // sweep of particle counts, distributions, accuracies (tolerance, or order and theta), leaf sizes and
 // precisions. Per case it reports the median time per evaluation (fenced, no stage fences), the time of
 // every stage (from one extra evaluation with Options::timing), interaction counts per particle, kernel
-// launches per evaluation (the first, and a steady-state one), peak device memory per particle, and the
-// relative L2 error of the accelerations against the fp64 direct sum on 4096 sampled targets.
+// launches per evaluation (the first, and a steady-state one), on GPU builds the host round trips of a
+// steady-state evaluation (device-to-host copies, counted through Kokkos Tools), peak device memory per
+// particle, and the relative L2 error of the accelerations against the fp64 direct sum on 4096 sampled
+// targets.
 //
 //   bench_solver [--tiny] [--sweep FILE] [--memory_breakdown]
 //                [--benchmark_out=out.json --benchmark_out_format=json]
@@ -186,6 +188,7 @@ Sweep read_sweep(const std::string& path) {
 // host mirrors of the inputs). With --memory_breakdown the live allocations at the peak are kept by label.
 struct ToolCounters {
   long long launches = 0;
+  long long copies_to_host = 0;  // device-to-host deep copies: each is a host round trip (the host waits)
   long long live_bytes = 0, peak_bytes = 0;
   bool breakdown = false;
   std::map<const void*, std::pair<std::string, long long>> live;  // (only with breakdown)
@@ -200,6 +203,16 @@ void on_begin_kernel(const char*, uint32_t, uint64_t*) {
 }
 bool counted(const Kokkos_Profiling_SpaceHandle& handle) {
   return std::strcmp(handle.name, Memory::name()) == 0;
+}
+/// True when the solver's memory is not the host's (a GPU build): then copies from it to the host are
+/// host round trips.
+bool device_memory() {
+  return std::strcmp(Memory::name(), Kokkos::HostSpace::name()) != 0;
+}
+void on_begin_deep_copy(Kokkos_Profiling_SpaceHandle dst, const char*, const void*,
+                        Kokkos_Profiling_SpaceHandle src, const char*, const void*, uint64_t) {
+  if (device_memory() && counted(src) && std::strcmp(dst.name, Kokkos::HostSpace::name()) == 0)
+    ++g_tools.copies_to_host;
 }
 void on_allocate(Kokkos_Profiling_SpaceHandle handle, const char* label, const void* ptr, uint64_t size) {
   if (!counted(handle)) return;
@@ -268,6 +281,7 @@ void install_tools() {
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(on_begin_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(on_begin_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_begin_kernel);
+  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(on_begin_deep_copy);
   Kokkos::Tools::Experimental::set_allocate_data_callback(on_allocate);
   Kokkos::Tools::Experimental::set_deallocate_data_callback(on_deallocate);
 }
@@ -405,10 +419,11 @@ void run_case(benchmark::State& state, const Case& c) {
   const double median = kfmm_bench::time_fenced(state, Space(), [&] { solver->evaluate(x, m, a, phi); });
   // Launches of a steady-state evaluation (warm workspaces, the walk's planned rounds), as a time step
   // runs them; the first evaluation's count above also holds its counted rounds and their re-runs.
-  const long long steady_before = g_tools.launches;
+  const long long steady_before = g_tools.launches, copies_before = g_tools.copies_to_host;
   solver->evaluate(x, m, a, phi);
   Space().fence();
   const long long launches_steady = g_tools.launches - steady_before;
+  const long long round_trips_steady = g_tools.copies_to_host - copies_before;
   // The peak over every evaluation of this solver (the first allocates; the second may grow a buffer once).
   const long long peak = g_tools.peak_bytes - bytes_before;
   if (g_tools.breakdown) keep_breakdown(c.name(), n);
@@ -461,6 +476,7 @@ void run_case(benchmark::State& state, const Case& c) {
   state.counters["p2p_per_particle"] = static_cast<double>(s.p2p_interactions) / std::max(1, n);
   state.counters["launches"] = static_cast<double>(launches);
   state.counters["launches_steady"] = static_cast<double>(launches_steady);
+  if (device_memory()) state.counters["round_trips_steady"] = static_cast<double>(round_trips_steady);
   state.counters["bytes_per_particle"] = static_cast<double>(peak) / std::max(1, n);
   state.counters["threads"] = kfmm::compat::concurrency(Space());
   state.SetLabel(

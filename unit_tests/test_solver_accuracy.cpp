@@ -284,6 +284,45 @@ TEMPLATE_LIST_TEST_CASE("Solver results do not depend on the unit of length", "[
       REQUIRE(p1(i) * s == Catch::Approx(p0(i)).epsilon(1e-12));
     }
   }
+  // One solver across changes of unit: after its first evaluation a build assumes the last scale (the
+  // box stays on the device); when the box asks for another scale it builds again, and the results
+  // are those of a fresh solver, bitwise.
+  auto same_results = [](const Problem<Space, double>& x, const Problem<Space, double>& y) {
+    auto ax = kfmm_test::to_host(x.a), ay = kfmm_test::to_host(y.a);
+    auto px = kfmm_test::to_host(x.phi), py = kfmm_test::to_host(y.phi);
+    for (int i = 0; i < static_cast<int>(ax.extent(0)); ++i) {
+      for (int d = 0; d < 3; ++d) REQUIRE(ax(i, d) == ay(i, d));
+      REQUIRE(px(i) == py(i));
+    }
+  };
+  double last_scale = solver.statistics().length_scale;
+  for (int e : {60, 2, -40}) {
+    INFO("one solver, lengths times 2^" << e);
+    kfmm::HostParticles scaled = unit;
+    scaled.positions = Kokkos::View<double* [3], Kokkos::HostSpace>("scaled", unit.size());
+    for (int i = 0; i < unit.size(); ++i) {
+      for (int d = 0; d < 3; ++d) scaled.positions(i, d) = unit.positions(i, d) * std::ldexp(1.0, e);
+    }
+    Problem<Space, double> reused(scaled), fresh_run(scaled);
+    kfmm::Solver<Space, double> fresh(o);
+    fresh.evaluate(fresh_run.x, fresh_run.m, fresh_run.a, fresh_run.phi);
+    solver.evaluate(reused.x, reused.m, reused.a, reused.phi);
+    CHECK(solver.statistics().scale_rebuild == (fresh.statistics().length_scale != last_scale));
+    CHECK(solver.statistics().length_scale == fresh.statistics().length_scale);
+    last_scale = fresh.statistics().length_scale;
+    same_results(reused, fresh_run);
+    solver.evaluate(reused.x, reused.m, reused.a, reused.phi);
+    CHECK_FALSE(solver.statistics().scale_rebuild);
+    same_results(reused, fresh_run);
+  }
+  Problem<Space, double> again(unit);
+  solver.evaluate(again.x, again.m, again.a, again.phi);
+  CHECK(solver.statistics().scale_rebuild);
+  CHECK(solver.statistics().length_scale == 1.0);
+  auto a2 = kfmm_test::to_host(again.a);
+  for (int i = 0; i < unit.size(); ++i) {
+    for (int d = 0; d < 3; ++d) REQUIRE(a2(i, d) == a0(i, d));
+  }
 }
 
 TEMPLATE_LIST_TEST_CASE("Solver error falls monotonically with the order at fixed theta",
@@ -399,6 +438,14 @@ TEMPLATE_LIST_TEST_CASE("Solver rejects bad inputs with clear messages", "[solve
   Kokkos::deep_copy(prob.x, xh);
   expect_error("position of particle 42 is NaN or infinite");
   xh(42, 1) = 0.5;
+  Kokkos::deep_copy(prob.x, xh);
+  // After a good evaluation the build reduces the box on the device and finds the bad input only with
+  // the level sizes: the error still names the particle.
+  solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  xh(3, 2) = -std::numeric_limits<double>::infinity();
+  Kokkos::deep_copy(prob.x, xh);
+  expect_error("position of particle 3 is NaN or infinite");
+  xh(3, 2) = 0.25;
   Kokkos::deep_copy(prob.x, xh);
   auto mh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prob.m);
   mh(7) = std::numeric_limits<double>::infinity();

@@ -1,6 +1,7 @@
 // The octree against slow host references: Morton order, cell structure, leaf rule, moments.
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -317,6 +318,32 @@ TEMPLATE_LIST_TEST_CASE("octree rejects bad input", "[tree][octree]", kfmm_test:
   bad.m[7] = std::nan("");
   kfmm_tree_test::DeviceInput<Space, double> dm(bad);
   REQUIRE_THROWS_AS(kfmm::build_octree(Space(), dm.positions, dm.masses, 4), kfmm::Error);
+  // The box stays on the device until the level sizes come back: the keys, the sort and the topology of
+  // NaN coordinates run first and must stay in bounds; the error then counts the bad inputs, and a tree
+  // and workspace that saw it build the next input as a fresh build does.
+  {
+    auto many = kfmm_tree_test::make_input("plummer", 5000, 3);
+    const auto good = many;
+    for (int i = 0; i < 5000; i += 7) many.x[3 * i + i % 3] = i % 2 ? std::nan("") : -INFINITY;
+    kfmm_tree_test::DeviceInput<Space, double> dn(many), dg(good);
+    kfmm::Octree<Space, double> tree;
+    kfmm::OctreeWorkspace<M> ws;
+    try {
+      kfmm::build_octree(Space(), dn.positions, dn.masses, 8, tree, ws);
+      FAIL("no error for NaN and infinite coordinates");
+    } catch (const kfmm::Error& e) {
+      CHECK_THAT(std::string(e.what()),
+                 Catch::Matchers::ContainsSubstring("715 coordinates or masses are NaN"));
+    }
+    kfmm::build_octree(Space(), dg.positions, dg.masses, 8, tree, ws);
+    const HostTree<double> reused(tree);
+    const HostTree<double> fresh(kfmm::build_octree(Space(), dg.positions, dg.masses, 8));
+    REQUIRE(reused.permutation == fresh.permutation);
+    REQUIRE(reused.level_offsets == fresh.level_offsets);
+    REQUIRE(reused.parent == fresh.parent);
+    REQUIRE(reused.centres == fresh.centres);
+    REQUIRE(reused.radii == fresh.radii);
+  }
   auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 4);
   REQUIRE_THROWS_AS(kfmm::update_moments(Space(), tree, short_masses), kfmm::Error);
   REQUIRE_THROWS_AS(kfmm::update_moments(Space(), tree, dm.masses), kfmm::Error);
@@ -472,6 +499,12 @@ void check_scaled_build() {
         REQUIRE(t.parent == reference.parent);
         REQUIRE(t.centres == reference.centres);
         REQUIRE(t.radii == reference.radii);
+        // The box of the caller's positions: reduced on the device (copied back with the level sizes)
+        // or the known box over the scale.
+        for (int a = 0; a < 3; ++a) {
+          REQUIRE(tree.box.lo[a] == box.lo[a] / scale);
+          REQUIRE(tree.box.hi[a] == box.hi[a] / scale);
+        }
       }
     }
   }

@@ -285,27 +285,44 @@ class Solver {
       finish_stats(total);
       return;
     }
-    // Bounding box and NaN/Inf count in one pass (the tree's box kernel); the first bad particle is
-    // looked up only when there is one.
-    const detail::BoxReduction box = detail::reduce_box(space_, positions, masses, tree_workspace_.box);
-    if (box.non_finite > 0) report_non_finite(masses, detail::first_non_finite(space_, positions, masses));
     // Lengths are rescaled by a power of two (exact) when the extent is far from 1, so the solid
     // harmonics (r^n and r^-(n+1) up to n = 2p + 1) neither overflow nor underflow in any unit system.
-    double extent = 0;
-    for (int d = 0; d < 3; ++d) extent = std::max(extent, box.hi[d] - box.lo[d]);
-    int e = 0;
-    if (extent > 0) std::frexp(extent, &e);
-    scale_ = (e > 4 || e < -3) ? std::ldexp(1.0, -e) : 1.0;
+    // After the first evaluation the build assumes the last evaluation's scale and reduces the box on
+    // the device (its one host round trip brings the box back with the level sizes); a build whose box
+    // asks for another scale, or that failed (NaN or infinite inputs), is redone the checked way.
+    bool built = false;
+    if (scale_known_) {
+      try {
+        build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, nullptr, scale_);
+        built = length_scale(tree_.box) == scale_;
+      } catch (const Error&) {
+        built = false;  // (reported below, by the checked path, with the first bad particle named)
+      }
+      stats_.scale_rebuild = !built;
+    }
+    if (!built) {
+      // Bounding box and NaN/Inf count in one pass (the tree's box kernel) and a host round trip; the
+      // first bad particle is looked up only when there is one.
+      const detail::BoxReduction box = detail::reduce_box(space_, positions, masses, tree_workspace_.box);
+      if (box.non_finite > 0) report_non_finite(masses, detail::first_non_finite(space_, positions, masses));
+      BoundingBox caller_box;
+      for (int d = 0; d < 3; ++d) {
+        caller_box.lo[d] = box.lo[d];
+        caller_box.hi[d] = box.hi[d];
+      }
+      scale_ = length_scale(caller_box);
+      // The box of the scaled positions (a power of two: exact), already checked: the build skips its
+      // own reduction, and scales the positions as it sorts them (no scaled copy of the caller's).
+      BoundingBox tree_box;
+      for (int d = 0; d < 3; ++d) {
+        tree_box.lo[d] = box.lo[d] * scale_;
+        tree_box.hi[d] = box.hi[d] * scale_;
+      }
+      build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, &tree_box, scale_);
+      scale_known_ = true;
+    }
     stats_.length_scale = scale_;
     clock.stop(Stage::check);
-    // The box of the scaled positions (a power of two: exact), already checked: the build skips its own
-    // reduction, and scales the positions as it sorts them (no scaled copy of the caller's positions).
-    BoundingBox tree_box;
-    for (int d = 0; d < 3; ++d) {
-      tree_box.lo[d] = box.lo[d] * scale_;
-      tree_box.hi[d] = box.hi[d] * scale_;
-    }
-    build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, &tree_box, scale_);
     detail::resize_exact(inverse_permutation_, n, "kfmm::Solver::inverse_permutation");
     detail::invert_permutation(space_, tree_.permutation, inverse_permutation_, n);
     clock.stop(Stage::tree);
@@ -404,6 +421,15 @@ class Solver {
     stats_.total_seconds = total.seconds();
     ++stats_.evaluations;
     ++evaluations_;
+  }
+
+  /// The power of two that brings the largest extent of `box` within [2^-4, 2^4] (1 when it already is,
+  /// and for a single point).
+  static double length_scale(const BoundingBox& box) {
+    const double extent = box.max_extent();
+    int e = 0;
+    if (extent > 0) std::frexp(extent, &e);
+    return (e > 4 || e < -3) ? std::ldexp(1.0, -e) : 1.0;
   }
 
   /// Throws kfmm::Error naming particle `bad`, whose position or mass is NaN or infinite.
@@ -540,7 +566,8 @@ class Solver {
   Kokkos::View<Real*, memory_space> masses_sorted_, pot_sorted_;
   Kokkos::View<Real* [3], memory_space> acc_sorted_;
   Kokkos::View<int*, memory_space> inverse_permutation_;  ///< caller index -> sorted slot (the tree's)
-  double scale_ = 1;  ///< positions are multiplied by this power of two before the tree is built
+  double scale_ = 1;          ///< positions are multiplied by this power of two before the tree is built
+  bool scale_known_ = false;  ///< scale_ is that of an earlier evaluation (the next build assumes it)
   Expansions multipole_storage_, local_storage_;
 };
 

@@ -9,7 +9,7 @@ namespace kfmm {
 
 /// Stages of one evaluation, in pipeline order.
 enum class Stage : int {
-  check,    ///< bounding box and NaN/Inf check of the inputs (and rescaling, if any)
+  check,    ///< box and NaN/Inf check of the inputs, when checked on their own (first evaluation, rebuilds)
   tree,     ///< octree build (Morton sort, nodes, centres, radii)
   walk,     ///< dual-tree walk: far and near interaction lists
   gather,   ///< masses into the tree's order, zeroing of outputs
@@ -64,7 +64,10 @@ struct Statistics {
   /// Wall time of the call on the host. With Options::timing the work is complete; without, the
   /// kernels may still be running when the call returns (no final fence).
   double total_seconds = 0;
-  bool tree_rebuilt = true;   ///< false for reevaluate (tree and lists reused)
+  bool tree_rebuilt = true;  ///< false for reevaluate (tree and lists reused)
+  /// The tree was built twice: the first build assumed the last evaluation's length scale (box reduced on
+  /// the device, no round trip of its own) and the box asked for another, or the inputs were bad.
+  bool scale_rebuild = false;
   long long evaluations = 0;  ///< evaluations since the solver was made
 
   /// Time of one stage in seconds.

@@ -24,9 +24,9 @@ struct BoundingBox {
   double hi[3] = {-DBL_MAX, -DBL_MAX, -DBL_MAX};
 
   /// True when the box contains no point.
-  bool empty() const { return !(lo[0] <= hi[0]); }
+  KOKKOS_INLINE_FUNCTION bool empty() const { return !(lo[0] <= hi[0]); }
   /// Largest edge length (0 for a single point, negative for an empty box).
-  double max_extent() const {
+  KOKKOS_INLINE_FUNCTION double max_extent() const {
     double e = hi[0] - lo[0];
     for (int a = 1; a < 3; ++a) e = (hi[a] - lo[a]) > e ? (hi[a] - lo[a]) : e;
     return e;
@@ -152,18 +152,19 @@ struct BoxWorkspace {
   Kokkos::View<unsigned*, MemorySpace> done;  ///< zero between launches (the last team resets it)
 };
 
-/// One pass over positions (n x 3) and masses (n, or 0 to skip them): the box of the positions and
-/// the number of non-finite coordinates and masses (copied to the host: the caller's round trip).
+/// One pass over positions (n x 3) and masses (n, or 0 to skip them), enqueued on `space`: the box of
+/// the finite coordinates and the number of non-finite coordinates and masses, left on the device in the
+/// returned one-element View (a view of the workspace, valid until its next use; empty when n = 0).
 template <class ExecutionSpace, class PositionsView, class MassesView>
-BoxReduction reduce_box(const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses,
-                        BoxWorkspace<typename ExecutionSpace::memory_space>& workspace) {
+Kokkos::View<const BoxReduction*, typename ExecutionSpace::memory_space> reduce_box_on_device(
+    const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses,
+    BoxWorkspace<typename ExecutionSpace::memory_space>& workspace) {
   using memory_space = typename ExecutionSpace::memory_space;
   using Kernel = BoxTeams<ExecutionSpace, PositionsView, MassesView>;
   const int n_pos = static_cast<int>(positions.extent(0));
   const int n_mass = static_cast<int>(masses.extent(0));
   const int n = n_pos > n_mass ? n_pos : n_mass;
-  BoxReduction result;
-  if (n == 0) return result;
+  if (n == 0) return {};
   // GPUs: at most 2^16 threads (see reduction_items); host: one chunk per thread of the space.
   const int want =
       Kernel::host ? space.concurrency() : reduction_items<ExecutionSpace>(n) / Kernel::team_size;
@@ -177,10 +178,31 @@ BoxReduction reduce_box(const ExecutionSpace& space, const PositionsView& positi
       Kokkos::TeamPolicy<ExecutionSpace>(space, teams, Kernel::team_size)
           .set_scratch_size(0, Kokkos::PerTeam(Kernel::Scratch::shmem_size(Kernel::team_size))),
       Kernel{positions, masses, partials, workspace.done, n, n_pos, n_mass, teams});
+  return Kokkos::subview(partials, Kokkos::make_pair(teams, teams + 1));
+}
+
+/// reduce_box_on_device, copied to the host (the caller's round trip).
+template <class ExecutionSpace, class PositionsView, class MassesView>
+BoxReduction reduce_box(const ExecutionSpace& space, const PositionsView& positions, const MassesView& masses,
+                        BoxWorkspace<typename ExecutionSpace::memory_space>& workspace) {
+  BoxReduction result;
+  const auto on_device = reduce_box_on_device(space, positions, masses, workspace);
+  if (on_device.extent(0) == 0) return result;
   Kokkos::deep_copy(space, Kokkos::View<BoxReduction, Kokkos::HostSpace>(&result),
-                    Kokkos::subview(partials, teams));
+                    Kokkos::subview(on_device, 0));
   space.fence();
   return result;
+}
+
+/// The box of a reduction's finite coordinates times the power of two `scale` (exact unless it overflows).
+KOKKOS_INLINE_FUNCTION BoundingBox scaled_box(const BoxReduction& r, const double scale) {
+  BoundingBox box;
+  if (!(r.lo[0] <= r.hi[0])) return box;  // no finite point
+  for (int a = 0; a < 3; ++a) {
+    box.lo[a] = r.lo[a] * scale;
+    box.hi[a] = r.hi[a] * scale;
+  }
+  return box;
 }
 
 }  // namespace detail

@@ -32,7 +32,7 @@ struct MortonFrame {
 
   /// The frame of a bounding box: the cube with the box's low corner and its largest extent (1 if
   /// the box is a single point), so that every point of the box maps to a valid cell.
-  static MortonFrame of(const BoundingBox& box) {
+  KOKKOS_INLINE_FUNCTION static MortonFrame of(const BoundingBox& box) {
     MortonFrame f;
     if (box.empty()) return f;
     double edge = box.max_extent();
@@ -133,10 +133,13 @@ KOKKOS_INLINE_FUNCTION int morton_common_level(MortonKey a, MortonKey b) {
 
 namespace detail {
 
-/// keys(i) = the Morton key of positions(i) in `frame`; with `permutation` non-empty also
-/// permutation(i) = i (the octree's sort payload). (Kernels of kfmm's headers are functors, not
-/// lambdas: nvcc's host-device lambdas in headers that several translation units instantiate crash
-/// host backends of CUDA builds, see bounding_box.hpp.)
+/// keys(i) = the Morton key of positions(i) in `frame`, or, when `box` is not empty, in the frame of
+/// the device-resident reduction box(0) times `position_scale` (every thread derives the same frame
+/// from it, with the host's arithmetic: build_octree reads the box later, with its level sizes, instead
+/// of waiting for it before the keys); with `permutation` non-empty also permutation(i) = i (the
+/// octree's sort payload). (Kernels of kfmm's headers are functors, not lambdas: nvcc's host-device
+/// lambdas in headers that several translation units instantiate crash host backends of CUDA builds,
+/// see bounding_box.hpp.)
 template <class PositionsView, class KeysView, class PermutationView>
 struct MortonKeys {
   PositionsView positions;
@@ -144,11 +147,13 @@ struct MortonKeys {
   PermutationView permutation;
   MortonFrame frame;
   double position_scale = 1;  ///< a power of two applied to the positions first (exact)
+  Kokkos::View<const BoxReduction*, typename KeysView::memory_space> box = {};
   KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
     const double s = position_scale;
-    keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)) * s, frame.lo[0], frame.scale),
-                            morton_cell(static_cast<double>(positions(i, 1)) * s, frame.lo[1], frame.scale),
-                            morton_cell(static_cast<double>(positions(i, 2)) * s, frame.lo[2], frame.scale));
+    const MortonFrame f = box.extent(0) > 0 ? MortonFrame::of(scaled_box(box(0), s)) : frame;
+    keys(i) = morton_encode(morton_cell(static_cast<double>(positions(i, 0)) * s, f.lo[0], f.scale),
+                            morton_cell(static_cast<double>(positions(i, 1)) * s, f.lo[1], f.scale),
+                            morton_cell(static_cast<double>(positions(i, 2)) * s, f.lo[2], f.scale));
     if (permutation.extent(0) > 0) permutation(i) = i;
   }
 };

@@ -1,11 +1,13 @@
 /// \file octree.hpp
 /// The adaptive octree, built on the execution space from the caller's positions and masses.
 ///
-/// Construction (no host loop over particles or nodes; about 20 kernels and two host round
-/// trips: the box, unless the caller passes it, and the level sizes with the node count; a tree
-/// deeper than the first sort resolves repeats the sort and the topology, with one more round trip):
-/// 1. bounding box and non-finite check (one kernel, bounding_box.hpp; the first round trip), 63-bit
-///    Morton keys relative to the box;
+/// Construction (no host loop over particles or nodes; about 20 kernels and one host round trip, the
+/// level sizes with the node count and the box; a tree deeper than the first sort resolves repeats the
+/// sort and the topology, with one more round trip):
+/// 1. bounding box and non-finite count (one kernel, bounding_box.hpp), 63-bit Morton keys relative to
+///    the box, which stays on the device: the keys kernel reads it there, and it comes to the host with
+///    the level sizes of step 3, where non-finite inputs are reported (an error after the fact: the
+///    keys of NaN or infinite coordinates are clamped, so the steps between stay memory-safe);
 /// 2. keys sorted with the permutation (sort.hpp, the sort seam) by their top 3 D bits only, i.e. by
 ///    their cells at level D = default_sort_levels(N, leaf_size), ties in caller order. The topology
 ///    below reads only cells at levels <= D from such an order as long as no node lies deeper than D
@@ -38,6 +40,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -93,6 +96,8 @@ struct Octree {
   Kokkos::View<Real*, memory_space> radii;        ///< max particle distance from the centre (bound)
   Kokkos::View<Real*, memory_space> node_masses;  ///< sum of the particle masses of each node
   MortonFrame frame;                              ///< the cube the keys quantise
+  /// The box of the positions as the caller passed them (before build_octree's position_scale).
+  BoundingBox box;
 };
 
 namespace detail {
@@ -186,14 +191,42 @@ inline int default_topology_tile(const int n) {
   return tile;
 }
 
+/// A BoxReduction as 7 words (bit patterns), after the level offsets in the build's copy to the host.
+inline constexpr int box_words = 7;
+KOKKOS_INLINE_FUNCTION void box_to_words(const BoxReduction& b, unsigned long long* w) {
+  for (int a = 0; a < 3; ++a) {
+    memcpy(w + a, &b.lo[a], sizeof(double));
+    memcpy(w + 3 + a, &b.hi[a], sizeof(double));
+  }
+  memcpy(w + 6, &b.non_finite, sizeof(long long));
+}
+inline BoxReduction box_from_words(const unsigned long long* w) {
+  BoxReduction b;
+  for (int a = 0; a < 3; ++a) {
+    memcpy(&b.lo[a], w + a, sizeof(double));
+    memcpy(&b.hi[a], w + 3 + a, sizeof(double));
+  }
+  memcpy(&b.non_finite, w + 6, sizeof(long long));
+  return b;
+}
+
 /// Copies the first id of every row (the level offsets, then the leaf row's) and the total (entry
-/// topology_slots) out of the scanned count matrix, for one copy to the host.
+/// topology_slots) out of the scanned count matrix, and the device box when there is one (entries
+/// topology_slots + 1 ..), for one copy to the host.
 template <class MemorySpace>
 struct TopologyLevelOffsets {
   Kokkos::View<const unsigned long long*, MemorySpace> counts;
   Kokkos::View<unsigned long long*, MemorySpace> offsets;
+  Kokkos::View<const BoxReduction*, MemorySpace> box;
   int tiles;
-  KOKKOS_INLINE_FUNCTION void operator()(const int l) const { offsets(l) = counts(l * tiles); }
+  KOKKOS_INLINE_FUNCTION void operator()(const int l) const {
+    offsets(l) = counts(l * tiles);
+    if (l == 0 && box.extent(0) > 0) {
+      unsigned long long words[box_words];
+      box_to_words(box(0), words);
+      for (int w = 0; w < box_words; ++w) offsets(topology_slots + 1 + w) = words[w];
+    }
+  }
 };
 
 /// Positions (times the power of two `scale`, exact) and masses in sorted order: row s from the caller's
@@ -341,9 +374,11 @@ void resize_exact(View& v, size_t n, const char* label) {
 /// the temporaries of `workspace` (a time-stepping caller passes the same tree and workspace every
 /// step). Leaves hold at most `leaf_size` particles, except runs of particles that share a level-21
 /// cell, which stay in one leaf. Throws kfmm::Error for mismatched extents, leaf_size < 1, or
-/// NaN/infinite coordinates or masses. `known_box`, when given, is the box of the positions the caller
-/// already reduced (and checked for NaN/infinity, which is then not checked again): it saves the
-/// reduction and its host round trip. It is trusted; keys of positions outside it are clamped.
+/// NaN/infinite coordinates or masses (reported after the keys, sort and level sizes were computed on
+/// the device: the build's one round trip brings the box and the count back with the level sizes).
+/// `known_box`, when given, is the box of the positions the caller already reduced (and checked for
+/// NaN/infinity, which is then not checked again): it saves the reduction. It is trusted; keys of
+/// positions outside it are clamped.
 /// `position_scale`, a power of two (else an error), multiplies the positions as the tree takes them
 /// (exactly, barring overflow): the tree is that of the scaled positions, and `known_box` is in scaled
 /// units. (The solver rescales lengths this way without a scaled copy of the caller's positions.)
@@ -383,26 +418,30 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   using Topology = detail::TopologyTiles<memory_space>;
   Topology topology;
 
-  // 1. Box, keys.
-  BoundingBox bb;
-  if (known_box != nullptr) {
-    bb = *known_box;  // the caller's (it checked the inputs): no reduction, no host round trip
-  } else {
-    const auto box = detail::reduce_box(space, positions, masses, workspace.box);
-    require(box.non_finite == 0, "build_octree: ", box.non_finite,
-            " coordinates or masses are NaN or infinite");
+  // 1. Box, keys. The caller's box, or the reduction's, which stays on the device until the level sizes
+  // come to the host (step 3); its frame is then recomputed there with the same arithmetic.
+  Kokkos::View<const detail::BoxReduction*, memory_space> device_box;
+  const auto check_box = [&](const BoundingBox& bb) {
     for (int a = 0; a < 3; ++a) {
-      bb.lo[a] = box.lo[a] * position_scale;
-      bb.hi[a] = box.hi[a] * position_scale;
+      const double largest = static_cast<double>(std::numeric_limits<Real>::max());
+      require(bb.lo[a] >= -largest && bb.hi[a] <= largest,  // (false for NaN and infinities too)
+              "build_octree: the box of the positions times position_scale = ", position_scale, ", [",
+              bb.lo[a], ", ", bb.hi[a], "] along axis ", a, ", leaves the range of the positions' type");
     }
+    tree.frame = MortonFrame::of(bb);
+  };
+  tree.frame = MortonFrame();
+  tree.box = BoundingBox();
+  if (known_box != nullptr) {
+    // The caller's (it checked the inputs): no reduction.
+    check_box(*known_box);
+    for (int a = 0; a < 3; ++a) {
+      tree.box.lo[a] = known_box->lo[a] / position_scale;
+      tree.box.hi[a] = known_box->hi[a] / position_scale;
+    }
+  } else {
+    device_box = detail::reduce_box_on_device(space, positions, masses, workspace.box);
   }
-  for (int a = 0; a < 3; ++a) {
-    const double largest = static_cast<double>(std::numeric_limits<Real>::max());
-    require(bb.lo[a] >= -largest && bb.hi[a] <= largest,  // (false for NaN and infinities too)
-            "build_octree: the box of the positions times position_scale = ", position_scale, ", [", bb.lo[a],
-            ", ", bb.hi[a], "] along axis ", a, ", leaves the range of the positions' type");
-  }
-  tree.frame = MortonFrame::of(bb);
   detail::resize_exact(tree.keys, n, "kfmm::octree::keys");
   detail::resize_exact(tree.permutation, n, "kfmm::octree::permutation");
   detail::resize_exact(tree.positions, n, "kfmm::octree::positions");
@@ -420,7 +459,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       if (fresh_keys) {
         Kokkos::parallel_for("kfmm::octree::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
                              detail::MortonKeys<PositionsView, decltype(keys), decltype(perm)>{
-                                 positions, keys, perm, tree.frame, position_scale});
+                                 positions, keys, perm, tree.frame, position_scale, device_box});
       }
       const int sort_levels = partial ? guess_levels : morton_levels;
       sort_by_key_bits(space, tree.keys, tree.permutation, n, morton_bits - 3 * sort_levels, morton_bits,
@@ -439,7 +478,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       detail::reserve_at_least(workspace.counts,
                                static_cast<size_t>(detail::topology_slots) * topology.tiles + 1,
                                "kfmm::octree::topology_counts");
-      detail::reserve_at_least(workspace.level_first, detail::topology_slots + 1,
+      detail::reserve_at_least(workspace.level_first, detail::topology_slots + 1 + detail::box_words,
                                "kfmm::octree::level_first");
       topology.dl = workspace.dl;
       topology.counts = workspace.counts;
@@ -453,12 +492,25 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       Kokkos::parallel_for("kfmm::octree::level_offsets",
                            Kokkos::RangePolicy<ExecutionSpace>(space, 0, detail::topology_slots + 1),
                            detail::TopologyLevelOffsets<memory_space>{workspace.counts, workspace.level_first,
-                                                                      topology.tiles});
+                                                                      device_box, topology.tiles});
       const int leaf_row = detail::topology_slots - 1;
-      std::vector<unsigned long long> firsts(detail::topology_slots + 1);  // the build's one copy to the host
-      Kokkos::deep_copy(
-          Kokkos::View<unsigned long long*, Kokkos::HostSpace>(firsts.data(), firsts.size()),
-          Kokkos::subview(workspace.level_first, Kokkos::make_pair(0, detail::topology_slots + 1)));
+      // The build's one copy to the host: level sizes, then the box when it was reduced here.
+      const int copied = detail::topology_slots + 1 + (device_box.extent(0) > 0 ? detail::box_words : 0);
+      std::vector<unsigned long long> firsts(copied);
+      Kokkos::deep_copy(Kokkos::View<unsigned long long*, Kokkos::HostSpace>(firsts.data(), firsts.size()),
+                        Kokkos::subview(workspace.level_first, Kokkos::make_pair(0, copied)));
+      if (device_box.extent(0) > 0) {
+        const detail::BoxReduction b = detail::box_from_words(firsts.data() + detail::topology_slots + 1);
+        require(b.non_finite == 0, "build_octree: ", b.non_finite,
+                " coordinates or masses are NaN or infinite");
+        for (int a = 0; a < 3; ++a) {
+          tree.box.lo[a] = b.lo[a];
+          tree.box.hi[a] = b.hi[a];
+        }
+        check_box(detail::scaled_box(b, position_scale));  // (the frame the keys kernel derived)
+        device_box = decltype(device_box)();               // (known from here on, for a second sort)
+        firsts.resize(detail::topology_slots + 1);
+      }
       const unsigned long long total = firsts[detail::topology_slots];
       require(total <= static_cast<unsigned long long>(INT_MAX), "build_octree: ", total,
               " nodes and leaves exceed the int index range");

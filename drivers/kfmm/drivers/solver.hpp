@@ -311,6 +311,7 @@ class Solver {
         caller_box.hi[d] = box.hi[d];
       }
       scale_ = length_scale(caller_box);
+      clock.stop(Stage::check);  // (with the time of a speculative build that was not kept)
       // The box of the scaled positions (a power of two: exact), already checked: the build skips its
       // own reduction, and scales the positions as it sorts them (no scaled copy of the caller's).
       BoundingBox tree_box;
@@ -322,7 +323,6 @@ class Solver {
       scale_known_ = true;
     }
     stats_.length_scale = scale_;
-    clock.stop(Stage::check);
     detail::resize_exact(inverse_permutation_, n, "kfmm::Solver::inverse_permutation");
     detail::invert_permutation(space_, tree_.permutation, inverse_permutation_, n);
     clock.stop(Stage::tree);

@@ -9,7 +9,7 @@ namespace kfmm {
 
 /// Stages of one evaluation, in pipeline order.
 enum class Stage : int {
-  check,    ///< box and NaN/Inf check of the inputs, when checked on their own (first evaluation, rebuilds)
+  check,    ///< box and NaN/Inf check on their own (first evaluation, changed scale); else inside `tree`
   tree,     ///< octree build (Morton sort, nodes, centres, radii)
   walk,     ///< dual-tree walk: far and near interaction lists
   gather,   ///< masses into the tree's order, zeroing of outputs

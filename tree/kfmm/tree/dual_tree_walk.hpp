@@ -22,12 +22,10 @@
 /// kernels, classify, a device scan and emit: four launches. At 1e6 particles on the H200 one kernel per
 /// round saves launches, not kernel time, since the small top rounds still pay ~8-16 us of latency each:
 /// docs/benchmarks.md.) Rounds larger than 2^24 pairs run in slices, so the
-/// packed 31-bit child count cannot wrap. A counted round's totals come back to the host; writes past a
-/// buffer's end are dropped and the round runs again once the buffer has grown (its input is unchanged).
-///
-/// Top rounds. The leading planned rounds, while they hold at most 8 open pairs per thread of one team
-/// of 1024, run in one launch of that one team (detail::WalkTopRounds), with team barriers between
-/// rounds instead of launches: the same decisions, offsets and writes.
+/// packed 31-bit child count cannot wrap (a planned round's slices chain their running totals through
+/// the device state, so a walk with rounds of 1e7-1e8 pairs plans too). A counted round's totals come
+/// back to the host; writes past a buffer's end are dropped and the round runs again once the buffer has
+/// grown (its input is unchanged).
 ///
 /// Planned rounds. A host round trip per round (~20 rounds at 1e6 particles) leaves the GPU idle
 /// between rounds. A walk with a reused workspace therefore first runs the rounds of the workspace's
@@ -98,7 +96,6 @@ struct WalkStatistics {
   long long pairs_visited = 0;  ///< (target, source) pairs decided (tested against the MAC)
   int planned_rounds = 0;       ///< rounds run from the workspace's plan, without a host round trip
   bool replanned = false;       ///< the plan was too small somewhere: the walk was re-run counted
-  int top_rounds = 0;           ///< leading planned rounds run in one launch (detail::WalkTopRounds)
 };
 
 /// The two lists of a walk, in the memory space of the tree. Their sources Views hold exactly their
@@ -149,8 +146,6 @@ struct WalkWorkspace {
   long long slice = 1LL << 24;
   /// Run planned rounds when a plan exists (the default; false: every round is counted).
   bool planned_rounds = true;
-  /// Run the small leading planned rounds in one launch of one team (the default; false: a launch each).
-  bool top_rounds = true;
   /// The plan: open pairs per round and final pairs of the last walk with this workspace.
   std::vector<long long> plan;
   long long planned_pairs = 0;
@@ -191,71 +186,6 @@ inline constexpr long long max_walk_slice = 1LL << 24;
 inline constexpr int walk_final_shift = 31;
 inline constexpr unsigned long long walk_children_mask = (1ULL << walk_final_shift) - 1;
 
-/// One open pair's decision, kept from the decision to the write.
-struct WalkDecision {
-  unsigned long long count = 0;  ///< its output: 1 << walk_final_shift (a final pair) or its child pairs
-  int target = 0, source = 0, child_first = 0, child_count = 0;
-  unsigned char action = kWalkFar;
-};
-
-/// Decides the open pair `pair` (target << 32 | source).
-template <class Nodes>
-KOKKOS_INLINE_FUNCTION WalkDecision walk_decide(const Nodes& nodes, const unsigned long long pair,
-                                                const double theta_squared, const double min_separation) {
-  WalkDecision d;
-  const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
-  const auto a = nodes(t);
-  const auto b = nodes(s);
-  const WalkAction act = walk_action(a, t, b, s, theta_squared, min_separation);
-  d.target = t;
-  d.source = s;
-  d.action = static_cast<unsigned char>(act);
-  if (act == kWalkFar || act == kWalkNear) {
-    d.count = 1ULL << walk_final_shift;
-  } else {
-    const int first = act == kWalkSplitSource ? b.first_child : a.first_child;
-    const int n = act == kWalkSplitSource ? b.num_children : a.num_children;
-    d.child_first = first;
-    d.child_count = n;
-    d.count = static_cast<unsigned long long>(act == kWalkSplitBoth ? n * n : n);
-  }
-  return d;
-}
-
-/// Writes a decided pair at `offset` (the packed exclusive scan of the counts): its final pair at
-/// pairs0 + (offset >> walk_final_shift), or its child pairs from next_base + (offset & mask). Writes
-/// past a buffer's end are dropped (the totals tell the caller to grow it).
-template <class Keys, class Sources, class Queue>
-KOKKOS_INLINE_FUNCTION void walk_write(const WalkDecision& d, const unsigned long long offset,
-                                       const long long pairs0, const long long next_base,
-                                       const unsigned near_bit, const Keys& pair_keys,
-                                       const Sources& pair_sources, const Queue& next) {
-  const WalkAction act = static_cast<WalkAction>(d.action);
-  const int t = d.target, s = d.source;
-  if (act == kWalkFar || act == kWalkNear) {
-    const long long p = pairs0 + static_cast<long long>(offset >> walk_final_shift);
-    if (p < static_cast<long long>(pair_keys.extent(0))) {
-      pair_keys(p) = static_cast<unsigned>(t) | (act == kWalkNear ? near_bit : 0u);
-      pair_sources(p) = s;
-    }
-    return;
-  }
-  const long long next_cap = static_cast<long long>(next.extent(0));
-  const long long c = next_base + static_cast<long long>(offset & walk_children_mask);
-  const int f = d.child_first, n = d.child_count;
-  if (act == kWalkSplitTarget) {
-    for (int j = 0; j < n; ++j)
-      if (c + j < next_cap) next(c + j) = walk_pair(f + j, s);
-  } else if (act == kWalkSplitSource) {
-    for (int j = 0; j < n; ++j)
-      if (c + j < next_cap) next(c + j) = walk_pair(t, f + j);
-  } else {  // a self pair: all pairs of the children, (child u, child v) at u n + v
-    for (int u = 0; u < n; ++u)
-      for (int v = 0; v < n; ++v)
-        if (c + u * n + v < next_cap) next(c + u * n + v) = walk_pair(f + u, f + v);
-  }
-}
-
 /// Starts a walk: packs the node records, seeds the queue with (root, root).
 template <class MemorySpace, class Real>
 struct WalkPack {
@@ -294,9 +224,6 @@ struct WalkPack {
 /// ~1000 tiles, ~2.5 waves of teams, was measured against 2^10, 2^14 and 2^16 on the H200 (bench_tree
 /// BM_walk, theta 0.72): 2e5 particles at leaf 64 0.426 -> 0.403 ms, 1e6 at leaf 128 0.658 -> 0.637 ms
 /// against 2^14; a middle variant of 2 pairs per thread up to 2^18 gained no more.)
-/// The leading planned rounds of at most top_team x top_items open pairs run in one launch of one team
-/// (WalkTopRounds): a GPU thread takes up to 8 consecutive pairs of a round, a host team's one thread
-/// all of them.
 template <class ExecutionSpace>
 struct WalkTiles {
   static constexpr bool host = is_host_execution_space<ExecutionSpace>;
@@ -304,12 +231,7 @@ struct WalkTiles {
   static constexpr int small_items = host ? 256 : 1;
   static constexpr long long small_round = 262144;
   static constexpr int team_size = host ? 1 : 256;
-  static constexpr int top_items = host ? 4096 : 8;
-  static constexpr int top_team = host ? 1 : 1024;
 };
-
-/// Most rounds of one WalkTopRounds launch (the top of a tree: its rounds grow ~8x each).
-inline constexpr int max_top_rounds = 16;
 
 /// One walk round (or one slice of it) in one kernel: every open pair of the team's tile is decided
 /// (far / near / split), the tile's output counts (packed (final pairs << 31) | child pairs) are scanned
@@ -336,30 +258,57 @@ struct WalkRound {
   unsigned near_bit;
   int begin, m;     // open pairs [begin, begin + m) of the queue (planned rounds: m is the capacity)
   int in_at;        // planned round: pair base state(in_at), open pairs state(in_at + 1); -1: counted
+  int base_at;      // planned slice after the first: its pair and child bases at state(base_at), + 1; else -1
   int out_at;       // totals: state(out_at) = pair base + final pairs, state(out_at + 1) = child pairs
+                    // (planned: child base + child pairs, i.e. the round's open pairs so far)
   int overflow_at;  // planned round: set to 1 when a capacity was too small; -1: counted
+  bool last_slice;  // planned: the round's last slice (its open pairs beyond begin + m overflow)
   int tile_items;   // team size x I
 
   KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
     long long tile = 0;
     if (team.team_rank() == 0) tile = scan.take_ticket();
     team.team_broadcast(tile, 0);
-    long long open = m, pairs0 = pair_base;
+    long long open = m, pairs0 = pair_base, next0 = next_base;
     if (in_at >= 0) {
-      pairs0 = state(in_at);
-      open = state(in_at + 1) < m ? state(in_at + 1) : m;
+      pairs0 = state(base_at >= 0 ? base_at : in_at);
+      next0 = base_at >= 0 ? state(base_at + 1) : 0;
+      const long long left = state(in_at + 1) - begin;  // (the round's open pairs from this slice on)
+      open = left < m ? (left > 0 ? left : 0) : m;
     }
     const long long first = tile * tile_items;
     if (first >= open && tile > 0) return;  // (tile 0 writes the totals of an empty round)
 
     // Decide this thread's pairs; keep what the write needs.
     const long long mine = first + static_cast<long long>(team.team_rank()) * I;
-    WalkDecision decision[I];
+    unsigned long long count[I];
+    int target[I], source[I], child_first[I], child_count[I];
+    unsigned char action[I];
     unsigned long long sum = 0;
     for (int k = 0; k < I; ++k) {
-      if (mine + k < open)
-        decision[k] = walk_decide(nodes, queue(begin + mine + k), theta_squared, min_separation);
-      sum += decision[k].count;
+      count[k] = 0;
+      action[k] = kWalkFar;
+      target[k] = source[k] = child_first[k] = child_count[k] = 0;
+      if (mine + k < open) {
+        const unsigned long long pair = queue(begin + mine + k);
+        const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
+        const WalkNode<Real> a = nodes(t);
+        const WalkNode<Real> b = nodes(s);
+        const WalkAction act = walk_action(a, t, b, s, theta_squared, min_separation);
+        target[k] = t;
+        source[k] = s;
+        action[k] = static_cast<unsigned char>(act);
+        if (act == kWalkFar || act == kWalkNear) {
+          count[k] = 1ULL << walk_final_shift;
+        } else {
+          const WalkNode<Real>& split = act == kWalkSplitSource ? b : a;
+          child_first[k] = split.first_child;
+          child_count[k] = split.num_children;
+          count[k] = static_cast<unsigned long long>(act == kWalkSplitBoth ? a.num_children * a.num_children
+                                                                           : split.num_children);
+        }
+      }
+      sum += count[k];
     }
 
     // Offsets: within the team, then across tiles.
@@ -369,87 +318,50 @@ struct WalkRound {
     const unsigned long long prefix = scan.exclusive_prefix(team, tile, tile_sum);
     if (team.team_rank() == 0) {
       const long long last_tile = open > 0 ? (open - 1) / tile_items : 0;
-      if (tile == last_tile) write_totals(pairs0, prefix + tile_sum);
+      if (tile == last_tile) {
+        const unsigned long long total = prefix + tile_sum;
+        const long long finals = static_cast<long long>(total >> walk_final_shift);
+        const long long children = static_cast<long long>(total & walk_children_mask);
+        state(out_at) = pairs0 + finals;
+        state(out_at + 1) = in_at >= 0 ? next0 + children : children;
+        if (overflow_at >= 0 && ((last_slice && state(in_at + 1) > begin + static_cast<long long>(m)) ||
+                                 pairs0 + finals > static_cast<long long>(pair_keys.extent(0)) ||
+                                 next0 + children > static_cast<long long>(next.extent(0))))
+          state(overflow_at) = 1;
+      }
     }
 
     // Write.
+    const long long pair_cap = static_cast<long long>(pair_keys.extent(0));
+    const long long next_cap = static_cast<long long>(next.extent(0));
     unsigned long long o = prefix + before;
     for (int k = 0; k < I; ++k) {
-      if (mine + k < open)
-        walk_write(decision[k], o, pairs0, next_base, near_bit, pair_keys, pair_sources, next);
-      o += decision[k].count;
-    }
-  }
-
-  /// The round's totals (its packed count sum `total`) into the state, and the planned round's
-  /// overflow flag when a capacity was too small.
-  KOKKOS_INLINE_FUNCTION void write_totals(const long long pairs0, const unsigned long long total) const {
-    const long long finals = static_cast<long long>(total >> walk_final_shift);
-    const long long children = static_cast<long long>(total & walk_children_mask);
-    state(out_at) = pairs0 + finals;
-    state(out_at + 1) = children;
-    if (overflow_at >= 0 &&
-        (state(in_at + 1) > m || pairs0 + finals > static_cast<long long>(pair_keys.extent(0)) ||
-         children > static_cast<long long>(next.extent(0))))
-      state(overflow_at) = 1;
-  }
-};
-
-/// The first `rounds` planned rounds in one team (a walk's top rounds, where each round kernel would be
-/// all latency: ~6-10 us each on the H200 for a few hundred pairs). Round r reads queue r % 2 and writes
-/// queue 1 - r % 2 with the planned rounds' state words, exactly as WalkRound: its open pairs are cut
-/// into one run of consecutive pairs per thread, each thread decides and counts its run, a team scan
-/// gives the offsets of the global exclusive scan in queue order, and the thread decides its run again
-/// and writes it (two passes keep the registers of one decision). The lists are those of the rounds.
-template <class ExecutionSpace, class Real>
-struct WalkTopRounds {
-  using memory_space = typename ExecutionSpace::memory_space;
-  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
-  static constexpr int items = WalkTiles<ExecutionSpace>::top_items;
-
-  Kokkos::View<const WalkNode<Real>*, memory_space, Kokkos::MemoryUnmanaged> nodes;
-  Kokkos::View<unsigned long long*, memory_space> queue[2];
-  Kokkos::View<unsigned*, memory_space> pair_keys;
-  Kokkos::View<int*, memory_space> pair_sources;
-  Kokkos::View<long long*, memory_space> state;
-  double theta_squared, min_separation;
-  unsigned near_bit;
-  int rounds, overflow_at;
-  int caps[max_top_rounds];  // each at most team size x items
-
-  KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
-    const int threads = team.team_size(), rank = team.team_rank();
-    for (int r = 0; r < rounds; ++r) {
-      const auto& in = queue[r % 2];
-      const auto& out = queue[1 - r % 2];
-      const long long pairs0 = state(2 * r), requested = state(2 * r + 1);
-      const long long open = requested < caps[r] ? requested : caps[r];
-      const long long run = (open + threads - 1) / threads;
-      const long long lo = rank * run, hi = lo + run < open ? lo + run : open;
-      unsigned long long sum = 0;
-      for (int k = 0; k < items; ++k)  // (a fixed trip count: GPUs keep the run's loads in flight)
-        if (lo + k < hi) sum += walk_decide(nodes, in(lo + k), theta_squared, min_separation).count;
-      const unsigned long long before = team.team_scan(sum);
-      unsigned long long total = before + sum;
-      team.team_broadcast(total, threads - 1);
-      unsigned long long o = before;
-      for (int k = 0; k < items; ++k) {
-        if (lo + k < hi) {
-          const WalkDecision d = walk_decide(nodes, in(lo + k), theta_squared, min_separation);
-          walk_write(d, o, pairs0, 0, near_bit, pair_keys, pair_sources, out);
-          o += d.count;
+      if (mine + k < open) {
+        const int t = target[k], s = source[k];
+        const WalkAction act = static_cast<WalkAction>(action[k]);
+        if (act == kWalkFar || act == kWalkNear) {
+          const long long p = pairs0 + static_cast<long long>(o >> walk_final_shift);
+          if (p < pair_cap) {
+            pair_keys(p) = static_cast<unsigned>(t) | (act == kWalkNear ? near_bit : 0u);
+            pair_sources(p) = s;
+          }
+        } else {
+          const long long c = next0 + static_cast<long long>(o & walk_children_mask);
+          const int f = child_first[k], n = child_count[k];
+          if (act == kWalkSplitTarget) {
+            for (int j = 0; j < n; ++j)
+              if (c + j < next_cap) next(c + j) = walk_pair(f + j, s);
+          } else if (act == kWalkSplitSource) {
+            for (int j = 0; j < n; ++j)
+              if (c + j < next_cap) next(c + j) = walk_pair(t, f + j);
+          } else {  // a self pair: all pairs of the children, (child u, child v) at u n + v
+            for (int u = 0; u < n; ++u)
+              for (int v = 0; v < n; ++v)
+                if (c + u * n + v < next_cap) next(c + u * n + v) = walk_pair(f + u, f + v);
+          }
         }
       }
-      if (rank == 0) {
-        const long long finals = static_cast<long long>(total >> walk_final_shift);
-        const long long children = static_cast<long long>(total & walk_children_mask);
-        state(2 * r + 2) = pairs0 + finals;
-        state(2 * r + 3) = children;
-        if (requested > caps[r] || pairs0 + finals > static_cast<long long>(pair_keys.extent(0)) ||
-            children > static_cast<long long>(out.extent(0)))
-          state(overflow_at) = 1;
-      }
-      team.team_barrier();  // (this round's queue and state, visible to the whole team)
+      o += count[k];
     }
   }
 };
@@ -583,12 +495,16 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   bool use_plan = planned > 0;
   for (int r = 0; r < planned; ++r) {
     const long long cap = detail::with_headroom(ws.plan[r], 256);
-    if (cap > ws.slice) use_plan = false;
     caps[r] = static_cast<int>(std::min<long long>(cap, INT_MAX - 1));
   }
   const int overflow_at = 2 * planned + 2;
   const int counted_at = overflow_at + 1;  // a counted slice's totals: pair base + finals, children
-  detail::reserve_at_least(ws.state, counted_at + 2LL, "kfmm::walk::state");
+  // A planned round wider than the slice runs as several launches, each leaving its running totals in
+  // two more state words for the next (slices_at on).
+  const int slices_at = counted_at + 2;
+  long long slice_words = 0;
+  for (int r = 0; r < planned; ++r) slice_words += 2 * ((caps[r] + ws.slice - 1) / ws.slice - 1);
+  detail::reserve_at_least(ws.state, slices_at + slice_words, "kfmm::walk::state");
   if (use_plan) {
     const int widest = *std::max_element(caps.begin(), caps.end());
     for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest, "kfmm::walk::queue");
@@ -625,7 +541,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           : 1;
   // The buffers are read at each launch: counted rounds grow them between launches.
   const auto launch = [&](auto round, int cur_queue, long long pair_base, long long next_base, int begin,
-                          int m, int in_at, int out_at, int overflow) {
+                          int m, int in_at, int base_at, int out_at, int overflow, bool last_slice) {
     round.nodes = nodes;
     round.queue = ws.queue[cur_queue];
     round.next = ws.queue[1 - cur_queue];
@@ -640,8 +556,10 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     round.begin = begin;
     round.m = m;
     round.in_at = in_at;
+    round.base_at = base_at;
     round.out_at = out_at;
     round.overflow_at = overflow;
+    round.last_slice = last_slice;
     round.tile_items = team * decltype(round)::I;
     const long long tiles = std::max<long long>(1, (m + round.tile_items - 1LL) / round.tile_items);
     round.scan = TileScan<memory_space>(ws.tiles, ws.tiles.prepare(space, tiles), tiles);
@@ -652,11 +570,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   };
   // (Both tilings write the same lists: the offsets are a global scan's in queue order.)
   const auto run_round = [&](int cur_queue, long long pair_base, long long next_base, int begin, int m,
-                             int in_at, int out_at, int overflow) {
+                             int in_at, int base_at, int out_at, int overflow, bool last_slice) {
     if (Tiles::small_items != Tiles::items && m <= Tiles::small_round) {
-      launch(SmallRound(), cur_queue, pair_base, next_base, begin, m, in_at, out_at, overflow);
+      launch(SmallRound(), cur_queue, pair_base, next_base, begin, m, in_at, base_at, out_at, overflow,
+             last_slice);
     } else {
-      launch(Round(), cur_queue, pair_base, next_base, begin, m, in_at, out_at, overflow);
+      launch(Round(), cur_queue, pair_base, next_base, begin, m, in_at, base_at, out_at, overflow,
+             last_slice);
     }
   };
 
@@ -664,41 +584,18 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   int cur = 0;
   std::vector<long long> sizes;  // open pairs per round: the next walk's plan
   if (use_plan) {
-    // The small leading rounds in one team (worth it from two rounds on).
-    using Top = detail::WalkTopRounds<ExecutionSpace, Real>;
-    int top = 0;
-    if (ws.top_rounds) {
-      int top_team = 1;  // (a power of two, for the team scan)
-      if (Tiles::top_team > 1) {
-        const int most =
-            std::min(Tiles::top_team, Policy(space, 1, 1).team_size_max(Top(), Kokkos::ParallelForTag()));
-        while (2 * top_team <= most) top_team *= 2;
+    int words = slices_at;
+    for (int r = 0; r < planned; ++r) {
+      // Slices of the round's capacity, chained through the state: slice k starts where k - 1 ended.
+      int base_at = -1;
+      for (long long begin = 0; begin < caps[r]; begin += ws.slice) {
+        const int m = static_cast<int>(std::min<long long>(ws.slice, caps[r] - begin));
+        const bool last = begin + m >= caps[r];
+        const int out_at = last ? 2 * r + 2 : words;
+        run_round(cur, 0, 0, static_cast<int>(begin), m, 2 * r, base_at, out_at, overflow_at, last);
+        base_at = out_at;
+        if (!last) words += 2;
       }
-      while (top < planned && top < detail::max_top_rounds &&
-             caps[top] <= static_cast<long long>(top_team) * Top::items)
-        ++top;
-      if (top < 2) top = 0;
-      if (top > 0) {
-        Top kernel;
-        kernel.nodes = nodes;
-        kernel.queue[0] = ws.queue[0];
-        kernel.queue[1] = ws.queue[1];
-        kernel.pair_keys = ws.pair_keys;
-        kernel.pair_sources = ws.pair_sources;
-        kernel.state = ws.state;
-        kernel.theta_squared = theta_squared;
-        kernel.min_separation = options.min_separation;
-        kernel.near_bit = near_bit;
-        kernel.rounds = top;
-        kernel.overflow_at = overflow_at;
-        for (int r = 0; r < top; ++r) kernel.caps[r] = caps[r];
-        Kokkos::parallel_for("kfmm::walk::top_rounds", Policy(space, 1, top_team), kernel);
-      }
-    }
-    lists.statistics.top_rounds = top;
-    cur = top % 2;
-    for (int r = top; r < planned; ++r) {
-      run_round(cur, 0, 0, 0, caps[r], 2 * r, 2 * r + 2, overflow_at);
       cur = 1 - cur;
     }
     // The one host round trip of the planned rounds: their sizes, the pairs, the overflow flag.
@@ -708,7 +605,6 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     if (state[overflow_at] != 0) {
       // A capacity of the plan was too small: start again with counted rounds.
       lists.statistics.replanned = true;
-      lists.statistics.top_rounds = 0;
       cur = 0;
       Kokkos::deep_copy(space, Kokkos::subview(ws.queue[0], 0), 0ULL);  // (root, root)
     } else {
@@ -727,7 +623,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     for (long long begin = 0; begin < open; begin += ws.slice) {
       const int m = static_cast<int>(std::min(ws.slice, open - begin));
       for (;;) {
-        run_round(cur, pairs, next, static_cast<int>(begin), m, -1, counted_at, -1);
+        run_round(cur, pairs, next, static_cast<int>(begin), m, -1, -1, counted_at, -1, false);
         long long totals[2];
         Kokkos::deep_copy(Kokkos::View<long long*, Kokkos::HostSpace>(totals, 2),
                           Kokkos::subview(ws.state, Kokkos::make_pair(counted_at, counted_at + 2)));

@@ -506,8 +506,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   for (int r = 0; r < planned; ++r) slice_words += 2 * ((caps[r] + ws.slice - 1) / ws.slice - 1);
   detail::reserve_at_least(ws.state, slices_at + slice_words, "kfmm::walk::state");
   if (use_plan) {
-    const int widest = *std::max_element(caps.begin(), caps.end());
-    for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest, "kfmm::walk::queue");
+    // Round r reads queue r % 2: each queue holds the widest round of its parity (not both the widest:
+    // at 1e8 particles that was 8 bytes per particle more than counted rounds hold).
+    int widest[2] = {1, 1};
+    for (int r = 0; r < planned; ++r) widest[r % 2] = std::max(widest[r % 2], caps[r]);
+    // (and the last planned round's output, the first counted round's input when the plan ends early)
+    widest[planned % 2] = std::max(widest[planned % 2], caps[planned - 1]);
+    for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest[b], "kfmm::walk::queue");
     const long long pair_cap = detail::with_headroom(ws.planned_pairs, 1024);
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");

@@ -302,6 +302,20 @@ TEMPLATE_LIST_TEST_CASE("octree tiny inputs", "[tree][octree]", kfmm_test::Execu
   REQUIRE(t2.num_leaves == 2);
 }
 
+/// Two host copies of trees describe the same tree: order, topology and moments, bitwise.
+template <class Real>
+void require_same_tree(const HostTree<Real>& a, const HostTree<Real>& b) {
+  REQUIRE(a.permutation == b.permutation);
+  REQUIRE(a.level_offsets == b.level_offsets);
+  REQUIRE(a.begin == b.begin);
+  REQUIRE(a.end == b.end);
+  REQUIRE(a.parent == b.parent);
+  REQUIRE(a.num_children == b.num_children);
+  REQUIRE(a.leaves == b.leaves);
+  REQUIRE(a.centres == b.centres);
+  REQUIRE(a.radii == b.radii);
+}
+
 TEMPLATE_LIST_TEST_CASE("octree rejects bad input", "[tree][octree]", kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   using M = typename Space::memory_space;
@@ -336,13 +350,8 @@ TEMPLATE_LIST_TEST_CASE("octree rejects bad input", "[tree][octree]", kfmm_test:
                  Catch::Matchers::ContainsSubstring("715 coordinates or masses are NaN"));
     }
     kfmm::build_octree(Space(), dg.positions, dg.masses, 8, tree, ws);
-    const HostTree<double> reused(tree);
-    const HostTree<double> fresh(kfmm::build_octree(Space(), dg.positions, dg.masses, 8));
-    REQUIRE(reused.permutation == fresh.permutation);
-    REQUIRE(reused.level_offsets == fresh.level_offsets);
-    REQUIRE(reused.parent == fresh.parent);
-    REQUIRE(reused.centres == fresh.centres);
-    REQUIRE(reused.radii == fresh.radii);
+    require_same_tree(HostTree<double>(tree),
+                      HostTree<double>(kfmm::build_octree(Space(), dg.positions, dg.masses, 8)));
   }
   auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 4);
   REQUIRE_THROWS_AS(kfmm::update_moments(Space(), tree, short_masses), kfmm::Error);
@@ -429,15 +438,7 @@ TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh 
     kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, ws);
     const HostTree<double> reused(tree);
     const HostTree<double> fresh(kfmm::build_octree(Space(), d.positions, d.masses, 8));
-    REQUIRE(reused.permutation == fresh.permutation);
-    REQUIRE(reused.level_offsets == fresh.level_offsets);
-    REQUIRE(reused.begin == fresh.begin);
-    REQUIRE(reused.end == fresh.end);
-    REQUIRE(reused.parent == fresh.parent);
-    REQUIRE(reused.num_children == fresh.num_children);
-    REQUIRE(reused.leaves == fresh.leaves);
-    REQUIRE(reused.centres == fresh.centres);
-    REQUIRE(reused.radii == fresh.radii);
+    require_same_tree(reused, fresh);
     REQUIRE(reused.sorted_levels == fresh.sorted_levels);
     check_structure(in, reused);
     // Shallow trees sort only the levels a default guess allows; the coincident one needs all 21.

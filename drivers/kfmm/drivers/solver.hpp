@@ -305,20 +305,11 @@ class Solver {
       // first bad particle is looked up only when there is one.
       const detail::BoxReduction box = detail::reduce_box(space_, positions, masses, tree_workspace_.box);
       if (box.non_finite > 0) report_non_finite(masses, detail::first_non_finite(space_, positions, masses));
-      BoundingBox caller_box;
-      for (int d = 0; d < 3; ++d) {
-        caller_box.lo[d] = box.lo[d];
-        caller_box.hi[d] = box.hi[d];
-      }
-      scale_ = length_scale(caller_box);
+      scale_ = length_scale(detail::scaled_box(box, 1.0));
       clock.stop(Stage::check);  // (with the time of a speculative build that was not kept)
       // The box of the scaled positions (a power of two: exact), already checked: the build skips its
       // own reduction, and scales the positions as it sorts them (no scaled copy of the caller's).
-      BoundingBox tree_box;
-      for (int d = 0; d < 3; ++d) {
-        tree_box.lo[d] = box.lo[d] * scale_;
-        tree_box.hi[d] = box.hi[d] * scale_;
-      }
+      const BoundingBox tree_box = detail::scaled_box(box, scale_);
       build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, &tree_box, scale_);
       scale_known_ = true;
     }

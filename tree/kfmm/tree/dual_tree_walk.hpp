@@ -492,7 +492,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   // the host (see the file comment). Buffers are sized before the pack kernel seeds the queue.
   const int planned = num_nodes > 0 && ws.planned_rounds ? static_cast<int>(ws.plan.size()) : 0;
   std::vector<int> caps(planned);
-  bool use_plan = planned > 0;
+  const bool use_plan = planned > 0;
   for (int r = 0; r < planned; ++r) {
     const long long cap = detail::with_headroom(ws.plan[r], 256);
     caps[r] = static_cast<int>(std::min<long long>(cap, INT_MAX - 1));

@@ -503,10 +503,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
         const detail::BoxReduction b = detail::box_from_words(firsts.data() + detail::topology_slots + 1);
         require(b.non_finite == 0, "build_octree: ", b.non_finite,
                 " coordinates or masses are NaN or infinite");
-        for (int a = 0; a < 3; ++a) {
-          tree.box.lo[a] = b.lo[a];
-          tree.box.hi[a] = b.hi[a];
-        }
+        tree.box = detail::scaled_box(b, 1.0);
         check_box(detail::scaled_box(b, position_scale));  // (the frame the keys kernel derived)
         device_box = decltype(device_box)();               // (known from here on, for a second sort)
         firsts.resize(detail::topology_slots + 1);

@@ -3,6 +3,7 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -182,6 +183,37 @@ TEST_CASE("Uniform sphere initial conditions have the requested virial ratio", "
   // A cold sphere has no kinetic energy.
   const kfmm::HostParticles cold = kfmm::uniform_sphere(100, 5);
   for (int i = 0; i < 100; ++i) CHECK(cold.velocities(i, 0) == 0.0);
+  // A virial ratio needs a bound sphere (W < 0): repulsive or no gravity is refused, not NaN velocities.
+  CHECK_THROWS_WITH(kfmm::uniform_sphere(100, 5, 1.0, 1.0, 0.5, -1.0),
+                    Catch::Matchers::ContainsSubstring("virial_ratio = 0.5 needs G > 0"));
+  CHECK_THROWS_WITH(kfmm::uniform_sphere(100, 5, 1.0, 1.0, 0.5, 0.0),
+                    Catch::Matchers::ContainsSubstring("virial_ratio = 0.5 needs G > 0"));
+  CHECK_NOTHROW(kfmm::uniform_sphere(100, 5, 1.0, 1.0, 0.0, -1.0));
+}
+
+TEST_CASE("Plummer spheres cut at small radii are sampled from the truncated mass profile",
+          "[solver][nbody]") {
+  // max_radius 1e-3 scale radii keeps 1e-9 of the mass: rejection would need ~1e9 draws per particle.
+  for (double cut : {1e-3, 0.5, 1.0, 1.5}) {
+    INFO("max_radius " << cut);
+    const int n = 4000;
+    const kfmm::HostParticles p = kfmm::plummer_sphere(n, 9, 1.0, 1.0, 1.0, cut);
+    std::vector<double> radii(n);
+    for (int i = 0; i < n; ++i) {
+      double r2 = 0;
+      for (int c = 0; c < 3; ++c) r2 += p.positions(i, c) * p.positions(i, c);
+      radii[i] = std::sqrt(r2);
+      for (int c = 0; c < 3; ++c) REQUIRE(std::isfinite(p.velocities(i, c)));
+    }
+    // Every radius inside the cut (plus the centre-of-mass shift), and the median where the truncated
+    // profile puts it: M(r_half) = M(cut) / 2 with M(r) = r^3 (1 + r^2)^(-3/2).
+    const double inside = std::pow(1.0 + 1.0 / (cut * cut), -1.5);
+    const double x = 0.5 * inside;
+    const double r_half = 1.0 / std::sqrt(std::pow(x, -2.0 / 3.0) - 1.0);
+    CHECK(*std::max_element(radii.begin(), radii.end()) < 1.1 * cut);
+    std::nth_element(radii.begin(), radii.begin() + n / 2, radii.end());
+    CHECK(radii[n / 2] == Catch::Approx(r_half).epsilon(0.05));
+  }
 }
 
 TEST_CASE("Test distributions are reproducible and well formed", "[solver][nbody]") {

@@ -38,24 +38,41 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+/// An integer option checked against [lo, hi] before it is narrowed (no wrap-around of 5e9 or -1).
+int integer_in(const std::string& text, long long lo, long long hi, const std::string& what) {
+  const long long v = parse_integer(text, what);
+  if (v < lo || v > hi) {
+    throw UsageError(what + ": " + text + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return static_cast<int>(v);
+}
+
+/// Orders, singly or as ranges "a-b", each in 0..max_order and none twice (a repeated order would be
+/// measured twice and, with --header, stand in for a missing one).
 std::vector<int> parse_orders(const std::string& text) {
   std::vector<int> orders;
   for (const auto& item : split_list(text)) {
     const auto dash = item.find('-');
     if (dash != std::string::npos && dash > 0) {
-      const int a = static_cast<int>(parse_integer(item.substr(0, dash), "--orders"));
-      const int b = static_cast<int>(parse_integer(item.substr(dash + 1), "--orders"));
+      const int a = integer_in(item.substr(0, dash), 0, kfmm::max_order, "--orders");
+      const int b = integer_in(item.substr(dash + 1), 0, kfmm::max_order, "--orders");
+      if (a > b) throw UsageError("--orders: range " + item + " is empty (write it low-high)");
       for (int p = a; p <= b; ++p) orders.push_back(p);
     } else {
-      orders.push_back(static_cast<int>(parse_integer(item, "--orders")));
+      orders.push_back(integer_in(item, 0, kfmm::max_order, "--orders"));
     }
   }
-  for (int p : orders) {
-    if (p < 0 || p > kfmm::max_order)
-      throw UsageError("--orders: order " + std::to_string(p) + " is out of range 0..16");
+  std::vector<int> sorted = orders;
+  std::sort(sorted.begin(), sorted.end());
+  const auto repeated = std::adjacent_find(sorted.begin(), sorted.end());
+  if (repeated != sorted.end()) {
+    throw UsageError("--orders: order " + std::to_string(*repeated) + " is listed twice");
   }
   return orders;
 }
+
+/// Thrown when a signal stops the measurement: the command then exits with 130, as documented.
+struct Interrupted {};
 
 struct Case {
   kfmm::Distribution distribution;
@@ -91,7 +108,7 @@ Sample measure(Case& c, Precision precision, int order, double theta, int leaf, 
   m.leaf = leaf;
   m.seconds.fill(std::numeric_limits<double>::infinity());
   m.total = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < std::max(1, repeat); ++r) {
+  for (int r = 0; r < repeat; ++r) {
     engine->evaluate();
     const auto& s = engine->statistics();
     for (int i = 0; i < kfmm::num_stages; ++i) m.seconds[i] = std::min(m.seconds[i], s.seconds[i]);
@@ -168,11 +185,12 @@ Arguments declare_calibrate() {
   return a;
 }
 
-int run_calibrate(const Arguments& a) {
+namespace {
+
+int calibrate(const Arguments& a) {
   std::vector<int> counts;
   for (const auto& t : split_list(a.get("particles", "2000,12000"))) {
-    counts.push_back(static_cast<int>(parse_integer(t, "--particles")));
-    if (counts.back() < 2) throw UsageError("--particles: " + t + " must be >= 2");
+    counts.push_back(integer_in(t, 2, 100000000, "--particles"));
   }
   const double safety = a.get_double("safety", 3.0);
   if (!(safety >= 1)) throw UsageError("--safety must be >= 1");
@@ -181,18 +199,29 @@ int run_calibrate(const Arguments& a) {
   for (const auto& t : split_list(a.get("thetas", "0.3,0.4,0.5,0.6,0.7,0.8"))) {
     thetas.push_back(parse_double(t, "--thetas"));
     if (!(thetas.back() > 0 && thetas.back() < 1)) throw UsageError("--thetas: " + t + " is outside (0, 1)");
+    // (the table is read as error rising with theta: a repeat or a step back would break that)
+    if (thetas.size() > 1 && !(thetas.back() > thetas[thetas.size() - 2])) {
+      throw UsageError("--thetas: " + t + " must be larger than the angle before it (list them increasing)");
+    }
   }
   std::vector<int> leaves;
   for (const auto& t : split_list(a.get("leaf-sizes", "16,32,64,128,256"))) {
-    leaves.push_back(static_cast<int>(parse_integer(t, "--leaf-sizes")));
-    if (leaves.back() < 1) throw UsageError("--leaf-sizes: " + t + " must be >= 1");
+    leaves.push_back(integer_in(t, 1, 1000000, "--leaf-sizes"));
   }
   const double leaf_theta = a.get_double("leaf-theta", 0.5);
-  const int ntargets = static_cast<int>(a.get_integer("targets", 4096));
-  const int repeat = static_cast<int>(a.get_integer("repeat", 2));
+  if (!(leaf_theta > 0 && leaf_theta < 1)) {
+    throw UsageError("--leaf-theta " + a.get("leaf-theta") + " is outside (0, 1)");
+  }
+  const int ntargets = a.has("targets") ? integer_in(a.get("targets"), 1, 100000000, "--targets") : 4096;
+  const int repeat = a.has("repeat") ? integer_in(a.get("repeat"), 1, 1000, "--repeat") : 2;
   const Precision precision = precision_from_string(a.get("precision", "fp64"));
-  const auto seed = static_cast<std::uint64_t>(a.get_integer("seed", 7));
+  const long long seed_value = a.get_integer("seed", 7);
+  if (seed_value < 0) throw UsageError("--seed " + a.get("seed") + " must be >= 0");
+  const auto seed = static_cast<std::uint64_t>(seed_value);
   const double float_floor = a.get_double("float-floor", kfmm::precision_floor<float>());
+  if (!(float_floor > 0 && float_floor < 1)) {
+    throw UsageError("--float-floor " + a.get("float-floor") + " is outside (0, 1)");
+  }
   const std::string csv = a.get("csv"), header = a.get("header");
   if (!csv.empty()) check_writable(csv);
   if (!header.empty()) check_writable(header);
@@ -235,7 +264,7 @@ int run_calibrate(const Arguments& a) {
         model.learn(leaf_samples.back());
       }
       bar.update(++done);
-      if (interrupted()) throw InputError("interrupted");
+      if (interrupted()) throw Interrupted();
     }
     double best = std::numeric_limits<double>::infinity();
     for (int leaf : leaves) {
@@ -252,7 +281,7 @@ int run_calibrate(const Arguments& a) {
         model.learn(samples.back());
       }
       bar.update(++done);
-      if (interrupted()) throw InputError("interrupted");
+      if (interrupted()) throw Interrupted();
     }
   }
   bar.finish();
@@ -351,6 +380,17 @@ int run_calibrate(const Arguments& a) {
     std::printf("wrote %s\n", header.c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+int run_calibrate(const Arguments& a) {
+  try {
+    return calibrate(a);
+  } catch (const Interrupted&) {
+    std::fprintf(stderr, "kfmm calibrate: interrupted; nothing written\n");
+    return 130;
+  }
 }
 
 }  // namespace kfmm_cli

@@ -281,6 +281,20 @@ NBodyConfig load_nbody_config(const std::string& path) {
   } else {
     check(ic.file.empty(), "initial_conditions.file", "is only used with kind: file");
   }
+  // A key of another kind would be silently ignored (say radius: with kind: plummer): refuse it.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> kinds_of_key = {
+      {"total_mass", {"plummer", "uniform"}},
+      {"scale_radius", {"plummer"}},
+      {"max_radius", {"plummer"}},
+      {"radius", {"uniform"}},
+      {"virial_ratio", {"uniform"}}};
+  for (const auto& [key, kinds] : kinds_of_key) {
+    const std::string full = "initial_conditions." + key;
+    if (where.count(full) == 0 || std::find(kinds.begin(), kinds.end(), ic.kind) != kinds.end()) continue;
+    std::string list;
+    for (const auto& k : kinds) list += (list.empty() ? "" : ", ") + k;
+    check(false, full, "has no meaning for kind: " + ic.kind + " (only for " + list + ")");
+  }
   check(ic.particles >= 0 && ic.particles <= 2147483647LL, "initial_conditions.particles",
         "must be in 0..2147483647");
   check(ic.total_mass > 0, "initial_conditions.total_mass", "must be > 0");
@@ -288,6 +302,8 @@ NBodyConfig load_nbody_config(const std::string& path) {
   check(ic.max_radius > 0, "initial_conditions.max_radius", "must be > 0");
   check(ic.radius > 0, "initial_conditions.radius", "must be > 0");
   check(ic.virial_ratio >= 0, "initial_conditions.virial_ratio", "must be >= 0");
+  check(ic.virial_ratio == 0 || s.G > 0, "initial_conditions.virial_ratio",
+        "needs solver.G > 0 (a bound sphere; use 0 for a cold start)");
   if (s.tolerance) check(*s.tolerance > 0 && *s.tolerance < 1, "solver.tolerance", "must be in (0, 1)");
   if (s.order) {
     check(*s.order >= 0 && *s.order <= kfmm::max_order, "solver.order",
@@ -296,7 +312,8 @@ NBodyConfig load_nbody_config(const std::string& path) {
   if (s.theta) check(*s.theta > 0 && *s.theta < 1, "solver.theta", "must be in (0, 1)");
   check(!(s.tolerance && s.order && s.theta), "solver.tolerance",
         "cannot be combined with both solver.order and solver.theta (give order and theta, or tolerance)");
-  check(s.leaf_size >= 0 && s.leaf_size <= 1000000, "solver.leaf_size", "must be >= 1 (or 0 for automatic)");
+  check(s.leaf_size >= 0 && s.leaf_size <= 1000000, "solver.leaf_size",
+        "must be in 1..1000000 (or 0 for automatic)");
   check(s.softening >= 0, "solver.softening", "must be >= 0");
   check(s.precision == "fp32" || s.precision == "fp64", "solver.precision",
         "must be fp32 or fp64 (got '" + s.precision + "')");

@@ -40,7 +40,11 @@ int run_demo(const Arguments& a) {
   const Precision precision = precision_from_string(a.get("precision", "fp64"));
   if (n < 0 || n > 2147483647LL)
     throw UsageError("--particles " + a.get("particles") + " must be in 0..2^31-1");
-  if (nbody_n < 0 || nbody_n > 2147483647LL) throw UsageError("--nbody-particles must be in 0..2^31-1");
+  // (one particle has no energy to conserve: dE/E would be 0/0)
+  if (nbody_n == 1 || nbody_n < 0 || nbody_n > 2147483647LL)
+    throw UsageError("--nbody-particles " + a.get("nbody-particles") +
+                     " must be 0 (no N-body run) or in 2..2^31-1");
+  if (seed < 0) throw UsageError("--seed " + a.get("seed") + " must be >= 0");
   if (check < 0) throw UsageError("--check must be >= 0");
   if (steps < 0) throw UsageError("--steps must be >= 0");
   kfmm::Options options;

@@ -251,6 +251,18 @@ CsvTable read_csv(const std::string& path, const std::vector<std::string>& requi
   return table;
 }
 
+void check_fits_fp32(const CsvTable& t, const std::string& path, const std::vector<std::string>& columns) {
+  for (std::size_t r = 0; r < t.rows(); ++r) {
+    for (const auto& name : columns) {
+      const int c = t.column(name);
+      if (c >= 0 && std::fabs(t.at(r, c)) > 3.0e38) {
+        throw InputError(path + ":" + std::to_string(t.lines[r]) + ": column '" + name +
+                         "' does not fit in fp32");
+      }
+    }
+  }
+}
+
 void write_number(std::FILE* f, double value, bool single_precision) {
   std::fprintf(f, single_precision ? "%.9g" : "%.17g", value);
 }

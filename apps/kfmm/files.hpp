@@ -49,6 +49,10 @@ struct CsvTable {
 CsvTable read_csv(const std::string& path, const std::vector<std::string>& required,
                   const std::vector<std::string>& optional = {});
 
+/// Throws InputError "FILE:LINE: column 'c' does not fit in fp32" for the first value of a column of `t`
+/// beyond float's range (a run in fp32 would turn it into inf); absent columns are skipped.
+void check_fits_fp32(const CsvTable& t, const std::string& path, const std::vector<std::string>& columns);
+
 /// Formats a number so that it reads back to the same value (%.17g for double, %.9g for float).
 void write_number(std::FILE* f, double value, bool single_precision);
 

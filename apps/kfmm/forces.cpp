@@ -70,7 +70,7 @@ kfmm::Options solver_options(const Arguments& a) {
   }
   const long long leaf = a.get_integer("leaf-size", 0);
   if (a.has("leaf-size") && (leaf < 1 || leaf > 1000000)) {
-    throw UsageError("--leaf-size " + a.get("leaf-size") + " must be >= 1");
+    throw UsageError("--leaf-size " + a.get("leaf-size") + " must be in 1..1000000");
   }
   o.leaf_size = static_cast<int>(leaf);
   o.softening = a.get_double("softening", 0.0);
@@ -89,6 +89,7 @@ int run_forces(const Arguments& a) {
   const long long check = a.get_integer("check", 0);
   if (check < 0) throw UsageError("--check " + a.get("check") + " must be >= 0");
   const long long seed = a.get_integer("seed", 12345);
+  if (seed < 0) throw UsageError("--seed " + a.get("seed") + " must be >= 0");
   if (precision == Precision::fp32 && !a.has("tolerance") && !(a.has("order") && a.has("theta"))) {
     options.tolerance = std::max(options.tolerance, kfmm::precision_floor<float>());
   }
@@ -109,17 +110,7 @@ int run_forces(const Arguments& a) {
     particles.positions(i, 2) = table.at(i, cz);
     particles.masses(i) = table.at(i, cm);
   }
-  if (precision == Precision::fp32) {
-    for (int i = 0; i < n; ++i) {
-      for (int d = 0; d < 4; ++d) {
-        const double v = d < 3 ? particles.positions(i, d) : particles.masses(i);
-        if (std::fabs(v) > 3.0e38) {
-          throw InputError(input + ":" + std::to_string(table.lines[i]) + ": column '" +
-                           std::string(1, d < 3 ? "xyz"[d] : 'm') + "' does not fit in fp32");
-        }
-      }
-    }
-  }
+  if (precision == Precision::fp32) check_fits_fp32(table, input, {"x", "y", "z", "m"});
 
   std::printf("%s\n", header_line(precision).c_str());
   std::printf("forces: %d particles from %s\n", n, input.c_str());

@@ -49,9 +49,11 @@ std::vector<long long> snapshot_steps(const std::string& dir) {
 }
 
 void write_snapshot(const std::string& path, const kfmm::HostParticles& p, long long step, double time,
-                    bool single) {
+                    double time_step, bool single) {
   write_atomically(path, [&](std::FILE* f) {
-    std::fprintf(f, "# kfmm nbody snapshot\n# step=%lld time=%.17g\nx,y,z,m,vx,vy,vz\n", step, time);
+    std::fprintf(
+        f, "# kfmm nbody snapshot\n# step=%lld time=%.17g time_step=%.17g precision=%s\nx,y,z,m,vx,vy,vz\n",
+        step, time, time_step, single ? "fp32" : "fp64");
     for (int i = 0; i < p.size(); ++i) {
       for (int d = 0; d < 3; ++d) {
         write_number(f, p.positions(i, d), single);
@@ -67,7 +69,8 @@ void write_snapshot(const std::string& path, const kfmm::HostParticles& p, long 
   });
 }
 
-kfmm::HostParticles particles_from_table(const CsvTable& t, const std::string& path) {
+kfmm::HostParticles particles_from_table(const CsvTable& t, const std::string& path, bool single) {
+  if (single) check_fits_fp32(t, path, {"x", "y", "z", "m", "vx", "vy", "vz"});
   const int n = static_cast<int>(t.rows());
   kfmm::HostParticles p(n);
   const int c[7] = {t.column("x"),  t.column("y"),  t.column("z"), t.column("m"),
@@ -79,8 +82,43 @@ kfmm::HostParticles particles_from_table(const CsvTable& t, const std::string& p
     }
     p.masses(i) = t.at(i, c[3]);
   }
-  (void)path;
   return p;
+}
+
+std::string exact_number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
+/// The value of `key=` in a snapshot's '#' lines, or "" when absent (snapshots of earlier versions).
+std::string snapshot_field(const CsvTable& t, const std::string& key) {
+  for (const auto& line : t.comments) {
+    std::size_t at = 0;
+    while ((at = line.find(key + "=", at)) != std::string::npos) {
+      if (at == 0 || line[at - 1] == ' ') {
+        const std::size_t begin = at + key.size() + 1;
+        return line.substr(begin, line.find(' ', begin) - begin);
+      }
+      at += key.size();
+    }
+  }
+  return "";
+}
+
+/// The particles the run file describes (Plummer, uniform sphere or CSV file); throws on bad ones.
+kfmm::HostParticles initial_particles(const NBodyConfig& cfg, bool single) {
+  const auto& ic = cfg.initial_conditions;
+  if (ic.kind == "plummer") {
+    return kfmm::plummer_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass,
+                                ic.scale_radius > 0 ? ic.scale_radius : kfmm::henon_plummer_radius,
+                                cfg.solver.G, ic.max_radius);
+  }
+  if (ic.kind == "uniform") {
+    return kfmm::uniform_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass, ic.radius,
+                                ic.virial_ratio, cfg.solver.G);
+  }
+  return particles_from_table(read_csv(ic.file, {"x", "y", "z", "m"}, {"vx", "vy", "vz"}), ic.file, single);
 }
 
 using EnergyRow = std::vector<double>;
@@ -153,6 +191,7 @@ int run_nbody(const Arguments& a) {
   auto engine = Engine::make(precision, options);
   const bool single = precision == Precision::fp32;
   if (a.has("dry-run")) {
+    initial_particles(cfg, single);  // (the initial conditions are checked too, not only the file's keys)
     std::printf("%s\n", header_line(precision).c_str());
     std::printf("nbody: %s is valid: %s initial conditions, %lld steps of %g, output in %s/\n",
                 cfg.path.c_str(), cfg.initial_conditions.kind.c_str(), cfg.integrator.steps,
@@ -184,7 +223,27 @@ int run_nbody(const Arguments& a) {
       throw InputError("the run in '" + dir + "' is already at step " + std::to_string(latest) +
                        ", beyond integrator.steps = " + std::to_string(steps));
     }
-    particles = particles_from_table(read_csv(snap, {"x", "y", "z", "m", "vx", "vy", "vz"}), snap);
+    const CsvTable table = read_csv(snap, {"x", "y", "z", "m", "vx", "vy", "vz"});
+    // Continuing with another time step or precision would mix two runs in one log: refuse it.
+    const std::string snap_dt = snapshot_field(table, "time_step");
+    const std::string snap_time = snapshot_field(table, "time");
+    const bool same_dt = !snap_dt.empty()     ? std::strtod(snap_dt.c_str(), nullptr) == dt
+                         : !snap_time.empty() ? std::fabs(std::strtod(snap_time.c_str(), nullptr) -
+                                                          latest * dt) <= 1e-12 * std::fabs(latest * dt)
+                                              : true;
+    if (!same_dt) {
+      throw InputError("the run in '" + dir + "' was made with another time step (" + snap +
+                       (snap_dt.empty() ? ": time=" + snap_time : ": time_step=" + snap_dt) +
+                       ") than integrator.time_step = " + exact_number(dt) +
+                       "; restore the time step or choose another output.directory");
+    }
+    const std::string snap_precision = snapshot_field(table, "precision");
+    if (!snap_precision.empty() && snap_precision != sc.precision) {
+      throw InputError("the run in '" + dir + "' was made in " + snap_precision + " (" + snap +
+                       "), not in solver.precision = " + sc.precision +
+                       "; restore the precision or choose another output.directory");
+    }
+    particles = particles_from_table(table, snap, single);
     first_step = latest;
     restarted = true;
     if (file_exists(log_path)) {
@@ -197,18 +256,8 @@ int run_nbody(const Arguments& a) {
       }
     }
   } else {
+    particles = initial_particles(cfg, single);
     make_directories(dir);
-    const auto& ic = cfg.initial_conditions;
-    if (ic.kind == "plummer") {
-      particles = kfmm::plummer_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass,
-                                       ic.scale_radius > 0 ? ic.scale_radius : kfmm::henon_plummer_radius,
-                                       sc.G, ic.max_radius);
-    } else if (ic.kind == "uniform") {
-      particles = kfmm::uniform_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass, ic.radius,
-                                       ic.virial_ratio, sc.G);
-    } else {
-      particles = particles_from_table(read_csv(ic.file, {"x", "y", "z", "m"}, {"vx", "vy", "vz"}), ic.file);
-    }
   }
   const int n = particles.size();
 
@@ -242,7 +291,7 @@ int run_nbody(const Arguments& a) {
   const kfmm::Diagnostics d_first = d;
   if (!restarted) {
     log.push_back(energy_row(0, 0.0, d, e0));
-    write_snapshot(join_path(dir, snapshot_name(0)), particles, 0, 0.0, single);
+    write_snapshot(join_path(dir, snapshot_name(0)), particles, 0, 0.0, dt, single);
     write_energy_log(log_path, log);
   }
   std::printf("solver: %s\n", parameters_line(engine->statistics()).c_str());
@@ -273,7 +322,7 @@ int run_nbody(const Arguments& a) {
     }
     if (snapshot) {
       engine->store(particles);
-      write_snapshot(join_path(dir, snapshot_name(step)), particles, step, time, single);
+      write_snapshot(join_path(dir, snapshot_name(step)), particles, step, time, dt, single);
       write_energy_log(log_path, log);
       last_snapshot = step;
     }

@@ -158,13 +158,32 @@ case "$CASE" in
     EXPECTED_STATUS=2 forces_rejects "--order -1 is out of range" --order -1
     EXPECTED_STATUS=2 forces_rejects "--order: '4.5' is not an integer" --order 4.5
     EXPECTED_STATUS=2 forces_rejects "--tolerance: 'tight' is not a number" --tolerance tight
-    EXPECTED_STATUS=2 forces_rejects "--leaf-size 0 must be >= 1" --leaf-size 0
+    EXPECTED_STATUS=2 forces_rejects "--leaf-size 0 must be in 1..1000000" --leaf-size 0
+    EXPECTED_STATUS=2 forces_rejects "--leaf-size 2000000 must be in 1..1000000" --leaf-size 2000000
     EXPECTED_STATUS=2 forces_rejects "--softening -1 must be >= 0" --softening -1
     EXPECTED_STATUS=2 forces_rejects "precision 'fp16' is not one of fp32, fp64" --precision fp16
     EXPECTED_STATUS=2 forces_rejects "not all three" --order 4 --theta 0.5 --tolerance 1e-3
     forces_rejects "tolerance = 1e-14 is below the precision floor" --tolerance 1e-14
     forces_rejects "below the precision floor .* of float" --tolerance 1e-8 --precision fp32
     forces_rejects "order = 1 cannot reach tolerance" --tolerance 1e-9 --order 1
+    EXPECTED_STATUS=2 forces_rejects "--seed -3 must be >= 0" --seed -3 --check 5
+    ;;
+  calibrate_options)
+    small="--particles 300 --distributions uniform,plummer --targets 50 --repeat 1 --leaf-sizes 16,32 --no-progress"
+    run 0 calibrate $small --orders 1-2 --thetas 0.4,0.6 --csv table.csv
+    [ "$(wc -l < table.csv)" -eq 9 ] || fail "2 orders x 2 thetas x 2 distributions: $(wc -l < table.csv) lines"
+    run 2 calibrate $small --orders 1,1; expect_err "--orders: order 1 is listed twice"; one_line_error
+    run 2 calibrate $small --orders 3-1; expect_err "range 3-1 is empty"; one_line_error
+    run 2 calibrate $small --orders 4294967297; expect_err "--orders: 4294967297 is outside 0..16"
+    run 2 calibrate $small --thetas 0.6,0.4; expect_err "0.4 must be larger than the angle before it"
+    run 2 calibrate $small --thetas 0.5,0.5; expect_err "0.5 must be larger"
+    run 2 calibrate $small --targets 0; expect_err "--targets: 0 is outside 1.."
+    run 2 calibrate $small --targets 4294967297; expect_err "--targets: 4294967297 is outside"
+    run 2 calibrate $small --repeat 0; expect_err "--repeat: 0 is outside 1..1000"
+    run 2 calibrate $small --leaf-theta 1.5; expect_err "--leaf-theta 1.5 is outside \(0, 1\)"
+    run 2 calibrate $small --float-floor -1; expect_err "--float-floor -1 is outside \(0, 1\)"
+    run 2 calibrate $small --seed -1; expect_err "--seed -1 must be >= 0"
+    run 2 calibrate $small --particles 1; expect_err "--particles: 1 is outside 2.."
     ;;
   nbody_run_and_restart)
     write_config full.yaml 20
@@ -190,6 +209,14 @@ case "$CASE" in
     write_config norestart.yaml 20 "  restart: false"
     sed -i 's/directory: run/directory: full_run/' norestart.yaml
     run 1 nbody --config norestart.yaml --no-progress; expect_err "already holds snapshots"; one_line_error
+    # Continuing with another time step or precision is refused (the log would mix two runs).
+    write_config other_dt.yaml 30 && sed -i 's/time_step: 0.01/time_step: 0.02/; s/directory: run/directory: full_run/' other_dt.yaml
+    run 1 nbody --config other_dt.yaml --no-progress
+    expect_err "was made with another time step .*time_step=0.01.* than integrator.time_step = 0.02"; one_line_error
+    write_config other_precision.yaml 30 "  restart: true" && sed -i 's/directory: run/directory: full_run/; s/  softening: 0.05/  softening: 0.05\n  precision: fp32/' other_precision.yaml
+    run 1 nbody --config other_precision.yaml --no-progress
+    expect_err "was made in fp64 .*not in solver.precision = fp32"; one_line_error
+    [ ! -f full_run/snapshot_00000025.csv ] || fail "a refused restart ran"
     ;;
   nbody_file_and_fp32)
     make_cloud 200
@@ -209,6 +236,12 @@ EOF
     run 0 nbody --config ics.yaml --no-progress
     expect_out "fp32"; expect_out "200 particles"
     [ -f out/snapshot_00000003.csv ] || fail "final snapshot missing"
+    # Velocities beyond float's range are refused in fp32, by --dry-run as well.
+    printf 'x,y,z,m,vx,vy,vz\n0,0,0,1,0,0,0\n1,0,0,1,0,4e38,0\n' > particles.csv
+    sed -i 's/directory: out/directory: out2/' ics.yaml
+    run 1 nbody --config ics.yaml --dry-run; expect_err "particles.csv:3: column 'vy' does not fit in fp32"
+    run 1 nbody --config ics.yaml --no-progress; expect_err "particles.csv:3: column 'vy' does not fit in fp32"
+    [ ! -d out2 ] || fail "a failed start created its output folder"
     ;;
   nbody_bad_config)
     write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  tolerence: 1.0e-6/' c.yaml
@@ -227,6 +260,10 @@ EOF
     run 1 nbody --config c.yaml; expect_err "below the precision floor"
     write_config c.yaml 10 && sed -i 's/  kind: plummer/  kind: king/' c.yaml
     run 1 nbody --config c.yaml; expect_err "c.yaml:2: 'initial_conditions.kind' must be one of plummer, uniform, file"
+    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 3\n  radius: 2/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:5: 'initial_conditions.radius' has no meaning for kind: plummer \(only for uniform\)"
+    write_config c.yaml 10 && sed -i 's/  kind: plummer/  kind: uniform\n  virial_ratio: 0.5/; s/  softening: 0.05/  softening: 0.05\n  G: -1/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:3: 'initial_conditions.virial_ratio' needs solver.G > 0"
     write_config c.yaml 10 && sed -i '/time_step/d' c.yaml
     run 1 nbody --config c.yaml; expect_err "'integrator.time_step' is required"
     write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 3\n  seed: 4/' c.yaml
@@ -251,6 +288,8 @@ EOF
     run 0 demo --particles 3000 --check 200 --nbody-particles 300 --steps 4 --no-progress
     expect_out "within the tolerance"; expect_out "stage"; expect_out "p2p"; expect_out "energy: "
     expect_out "order p = "; expect_out "fp64"
+    run 2 demo --particles 100 --nbody-particles 1; expect_err "must be 0 \(no N-body run\) or in 2.."
+    run 2 demo --particles 100 --seed -2; expect_err "--seed -2 must be >= 0"
     ;;
   *)
     echo "unknown case $CASE"; exit 2 ;;

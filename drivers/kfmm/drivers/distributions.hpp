@@ -8,6 +8,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -141,12 +142,19 @@ inline HostParticles plummer_sphere(int n, std::uint64_t seed, double total_mass
   Random rng(seed);
   const double a = scale_radius;
   const double v_scale = std::sqrt(G * total_mass / a);
+  // Mass fraction inside max_radius, M(r) / M = r^3 (1 + r^2)^(-3/2). While it is at least 1/2, radii
+  // beyond the cut are redrawn (the streams of earlier versions, on which the published figures were
+  // measured); below, the cumulative mass is inverted on (0, M(max_radius)] directly, since rejection
+  // would need 1 / M(max_radius) draws per particle (1e9 at max_radius 1e-3).
+  const double inside = std::pow(1.0 + 1.0 / (max_radius * max_radius), -1.5);  // (1 at infinity)
+  const bool truncate_by_rejection = inside >= 0.5;
   for (int i = 0; i < n; ++i) {
     double r;
     do {
-      const double x = rng.uniform_open0();
+      const double x = rng.uniform_open0() * (truncate_by_rejection ? 1.0 : inside);
       r = 1.0 / std::sqrt(std::pow(x, -2.0 / 3.0) - 1.0);  // in units of a
-    } while (!(r <= max_radius));
+    } while (!(r <= max_radius) && truncate_by_rejection);
+    r = std::min(r, max_radius);  // (the inversion's rounding at x = M(max_radius))
     double ux, uy, uz;
     rng.unit_vector(ux, uy, uz);
     p.positions(i, 0) = a * r * ux;
@@ -176,6 +184,10 @@ inline HostParticles uniform_sphere(int n, std::uint64_t seed, double total_mass
   require(n >= 0, "uniform_sphere: n = ", n, " must be >= 0");
   require(radius > 0, "uniform_sphere: radius = ", radius, " must be > 0");
   require(virial_ratio >= 0, "uniform_sphere: virial_ratio = ", virial_ratio, " must be >= 0");
+  // 2K = virial_ratio |W| needs a bound sphere: W = -3 G M^2 / (5 R) < 0, i.e. G > 0 and M != 0.
+  require(virial_ratio == 0 || (G > 0 && total_mass != 0), "uniform_sphere: virial_ratio = ", virial_ratio,
+          " needs G > 0 and total_mass != 0 (G = ", G, ", total_mass = ", total_mass,
+          "); use virial_ratio = 0 for a cold start");
   HostParticles p(n);
   Random rng(seed);
   for (int i = 0; i < n; ++i) {

@@ -30,8 +30,9 @@ inline const char* to_string(Accumulation a) {
 /// - `tolerance` alone (the default, 1e-6): the solver picks the cheapest (order, theta) whose
 ///   measured relative L2 acceleration error is at most `tolerance` on uniform, Plummer, clustered and
 ///   disc distributions (see kfmm/drivers/tolerance.hpp for the calibration);
-/// - `order` and/or `theta`: when both are set they are used as given (`tolerance` then only sizes the
-///   softening margin, see below); when only one is set, the other is chosen for `tolerance`.
+/// - `order` and/or `theta`: when both are set they are used as given and `tolerance` is not used (the
+///   softening margin, see below, is then sized by the error the calibration predicts for them); when
+///   only one is set, the other is chosen for `tolerance`.
 ///
 /// Physics: a_i = -G sum_{j != i} m_j (x_i - x_j) (r^2 + eps^2)^(-3/2),
 ///          phi_i = -G sum_{j != i} m_j (r^2 + eps^2)^(-1/2), eps = `softening`.

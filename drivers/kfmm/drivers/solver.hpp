@@ -453,15 +453,21 @@ class Solver {
     const int n = tree_.num_particles;
     const int num_nodes = tree_.num_nodes;
     const int ncoef = expansion_row_length(order_);  // (padded: see expansion_row_length)
-    if (static_cast<int>(acc_sorted_.extent(0)) != n) {
+    // Both extents are tested (and both Views released before either is allocated, so the old ones never
+    // add to the peak): if an allocation throws, the next evaluation re-allocates instead of finding a
+    // half-updated pair.
+    if (static_cast<int>(acc_sorted_.extent(0)) != n || static_cast<int>(pot_sorted_.extent(0)) != n) {
       acc_sorted_ = Kokkos::View<Real* [3], memory_space>();
+      pot_sorted_ = Kokkos::View<Real*, memory_space>();
       acc_sorted_ = Kokkos::View<Real* [3], memory_space>(
           Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::accelerations_sorted"), n);
       pot_sorted_ = Kokkos::View<Real*, memory_space>(
           Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::potentials_sorted"), n);
     }
     if (static_cast<int>(multipole_storage_.extent(0)) < num_nodes ||
-        static_cast<int>(multipole_storage_.extent(1)) != ncoef) {
+        static_cast<int>(multipole_storage_.extent(1)) != ncoef ||
+        local_storage_.extent(0) != multipole_storage_.extent(0) ||
+        local_storage_.extent(1) != multipole_storage_.extent(1)) {
       const int rows = num_nodes + num_nodes / 4 + 16;
       multipole_storage_ = Expansions();
       local_storage_ = Expansions();

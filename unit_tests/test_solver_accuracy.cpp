@@ -485,6 +485,69 @@ TEST_CASE("Solver in float reaches its documented floor", "[solver][accuracy]") 
   }
 }
 
+TEST_CASE("Solver in float stays finite on tight clusters at every order", "[solver][accuracy]") {
+  // Two clusters of size 1e-4 in a unit box, and a background: leaves 1e-4 apart, where a local
+  // coefficient |m| p! / d^(p+1) passes float's 3.4e38 from p ~ 7 on. Such node pairs must go to the
+  // near field (expansion_range_separation), not overflow to inf and NaN.
+  using Space = Kokkos::DefaultExecutionSpace;
+  const int n = 3000;
+  kfmm::HostParticles p(n);
+  kfmm::Random rng(77);
+  for (int i = 0; i < n; ++i) {
+    const int c = i % 3;
+    for (int d = 0; d < 3; ++d) {
+      p.positions(i, d) = c == 2 ? rng.uniform() : 0.1 + 0.8 * c + 1e-4 * rng.normal();
+    }
+    p.masses(i) = 1.0 / n;
+  }
+  for (int order : {4, 7, 9, 12, 16}) {
+    kfmm::Options o;
+    o.order = order;
+    o.theta = 0.5;
+    kfmm::Statistics s;
+    const double err = solve_and_compare<Space, float>(p, o, &s).first;  // (REQUIREs finite results)
+    INFO("float, p = " << order << ", theta 0.5: error " << err << ", far pairs " << s.far_pairs
+                       << ", calibrated error " << s.predicted_error);
+    CHECK(err <= std::max(3e-5, s.predicted_error));  // (truncation, or float's floor of ~1e-5)
+    CHECK(s.far_pairs > 0);
+  }
+  kfmm::Options o;
+  o.tolerance = kfmm::precision_floor<float>();
+  kfmm::Statistics s;
+  const double err = solve_and_compare<Space, float>(p, o, &s).first;
+  INFO("float, tolerance " << o.tolerance << ": p = " << s.order << ", error " << err);
+  CHECK(err <= o.tolerance);
+  // The separation: zero without mass, growing with the order and the masses, never binding in double.
+  CHECK(kfmm::expansion_range_separation<float>(9, 0.0) == 0.0);
+  CHECK(kfmm::expansion_range_separation<float>(9, 1.0) == Catch::Approx(1.08e-3).epsilon(0.01));
+  CHECK(kfmm::expansion_range_separation<float>(12, 1.0) > kfmm::expansion_range_separation<float>(9, 1.0));
+  CHECK(kfmm::expansion_range_separation<float>(9, 1e6) > kfmm::expansion_range_separation<float>(9, 1.0));
+  CHECK(kfmm::expansion_range_separation<double>(16, 1.0) < 1e-16);
+}
+
+TEST_CASE("Solver in float re-walks when reevaluated masses need a larger separation", "[solver][api]") {
+  using Space = Kokkos::DefaultExecutionSpace;
+  const auto base = kfmm::make_distribution(kfmm::Distribution::clustered, 3000, 5);
+  Problem<Space, float> prob(base);
+  kfmm::Options o;
+  o.order = 9;
+  o.theta = 0.5;
+  kfmm::Solver<Space, float> solver(o);
+  solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  const long long far_before = solver.statistics().far_pairs;
+  // Masses 2^40 times larger: far pairs closer than the new separation go to the near field.
+  auto heavy = base;
+  for (int i = 0; i < heavy.size(); ++i) heavy.masses(i) *= 1099511627776.0;
+  Problem<Space, float> other(heavy);
+  solver.reevaluate(other.m, prob.a, prob.phi);
+  CHECK(solver.statistics().far_pairs < far_before);
+  Kokkos::deep_copy(prob.m, other.m);
+  prob.reference(o.G, o.softening);
+  const auto [err, perr] = prob.errors();  // (REQUIREs finite results)
+  INFO("reevaluated error " << err);
+  CHECK(err <= 1e-4);
+}
+
 namespace {
 
 /// Largest |E(t) - E(0)| / |E(0)| of a leapfrog run of a Plummer sphere with FMM or direct forces.

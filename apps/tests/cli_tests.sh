@@ -169,8 +169,8 @@ case "$CASE" in
     EXPECTED_STATUS=2 forces_rejects "--seed -3 must be >= 0" --seed -3 --check 5
     ;;
   calibrate_options)
-    small="--particles 300 --distributions uniform,plummer --targets 50 --repeat 1 --leaf-sizes 16,32 --no-progress"
-    run 0 calibrate $small --orders 1-2 --thetas 0.4,0.6 --csv table.csv
+    small="--distributions uniform,plummer --leaf-sizes 16,32 --no-progress"  # (bad values below: before any work)
+    run 0 calibrate $small --particles 300 --targets 50 --repeat 1 --orders 1-2 --thetas 0.4,0.6 --csv table.csv
     [ "$(wc -l < table.csv)" -eq 9 ] || fail "2 orders x 2 thetas x 2 distributions: $(wc -l < table.csv) lines"
     run 2 calibrate $small --orders 1,1; expect_err "--orders: order 1 is listed twice"; one_line_error
     run 2 calibrate $small --orders 3-1; expect_err "range 3-1 is empty"; one_line_error
@@ -279,7 +279,8 @@ EOF
     run 2 nbody; expect_err "--config RUN.yaml is required"
     ;;
   configs)
-    # Every shipped run file is valid.
+    # Every shipped run file is valid (from_file.yaml reads ics.csv from the current folder).
+    make_cloud 50 && cp particles.csv ics.csv
     for f in "$(dirname "$0")"/../../configs/*.yaml; do
       run 0 nbody --config "$f" --dry-run; expect_out "is valid"
     done

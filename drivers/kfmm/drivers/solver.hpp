@@ -291,10 +291,12 @@ class Solver {
     // the device (its one host round trip brings the box back with the level sizes); a build whose box
     // asks for another scale, or that failed (NaN or infinite inputs), is redone the checked way.
     bool built = false;
+    double abs_mass = 0;  // sum of |m|: the expansions' range (expansion_range_separation)
     if (scale_known_) {
       try {
         build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, nullptr, scale_);
         built = length_scale(tree_.box) == scale_;
+        abs_mass = tree_.abs_mass;
       } catch (const Error&) {
         built = false;  // (reported below, by the checked path, with the first bad particle named)
       }
@@ -306,6 +308,7 @@ class Solver {
       const detail::BoxReduction box = detail::reduce_box(space_, positions, masses, tree_workspace_.box);
       if (box.non_finite > 0) report_non_finite(masses, detail::first_non_finite(space_, positions, masses));
       scale_ = length_scale(detail::scaled_box(box, 1.0));
+      abs_mass = box.abs_mass;
       clock.stop(Stage::check);  // (with the time of a speculative build that was not kept)
       // The box of the scaled positions (a power of two: exact), already checked: the build skips its
       // own reduction, and scales the positions as it sorts them (no scaled copy of the caller's).
@@ -319,7 +322,8 @@ class Solver {
     clock.stop(Stage::tree);
     WalkOptions walk;
     walk.theta = theta_;
-    walk.min_separation = min_separation_ * scale_;
+    walk.min_separation = walk_separation(abs_mass);
+    walk_abs_mass_ = abs_mass;
     lists_ = Lists_();  // (the last lists view the walk's buffers: let a buffer the walk grows be freed)
     lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
     prepare_levels();
@@ -345,9 +349,23 @@ class Solver {
       finish_stats(total);
       return;
     }
-    const int bad = detail::first_non_finite(space_, const_positions_type(), masses);
-    if (bad < n) report_non_finite(masses, bad);
+    // Non-finite masses and sum |m| in one pass and round trip.
+    const detail::BoxReduction r =
+        detail::reduce_box(space_, const_positions_type(), masses, tree_workspace_.box);
+    if (r.non_finite > 0)
+      report_non_finite(masses, detail::first_non_finite(space_, const_positions_type(), masses));
     stats_.length_scale = scale_;
+    if (walk_separation(r.abs_mass) > walk_separation(walk_abs_mass_)) {
+      // Larger masses than the lists were made for: node pairs they would push out of Real's range go
+      // to the near field (a new walk on the same tree).
+      WalkOptions walk;
+      walk.theta = theta_;
+      walk.min_separation = walk_separation(r.abs_mass);
+      walk_abs_mass_ = r.abs_mass;
+      lists_ = Lists_();
+      lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
+      prepare_levels();
+    }
     clock.stop(Stage::check);
     if (static_cast<int>(masses_sorted_.extent(0)) != n) {
       masses_sorted_ = Kokkos::View<Real*, memory_space>(
@@ -412,6 +430,12 @@ class Solver {
     stats_.total_seconds = total.seconds();
     ++stats_.evaluations;
     ++evaluations_;
+  }
+
+  /// The walk's smallest far-pair gap in scaled lengths: the softening margin's, or the distance below
+  /// which order-p expansions of masses summing to `abs_mass` in |m| would leave Real's range.
+  double walk_separation(double abs_mass) const {
+    return std::max(min_separation_ * scale_, expansion_range_separation<Real>(order_, abs_mass));
   }
 
   /// The power of two that brings the largest extent of `box` within [2^-4, 2^4] (1 when it already is,
@@ -550,6 +574,7 @@ class Solver {
   int leaf_size_ = 0;
   double predicted_error_ = 0;
   double min_separation_ = 0;
+  double walk_abs_mass_ = 0;  // the sum |m| the current lists were walked for
   Statistics stats_;
   long long evaluations_ = 0;
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "kfmm/core/error.hpp"
@@ -188,6 +189,25 @@ inline double softening_min_separation(double softening, double tolerance, doubl
   if (!(softening > 0)) return 0;
   require(tolerance > 0 && fraction > 0, "softening_min_separation: tolerance and fraction must be positive");
   return softening * std::sqrt(1.5 / (fraction * tolerance));
+}
+
+/// Smallest node distance, in the lengths the expansions are built in (the solver's scaled ones), at
+/// which order-p expansions in Real stay inside Real's range. A local coefficient of a pair at distance
+/// d reaches |m| p! / d^(p+1) (docs/operators.md, "Range limits"); with sum |m| = `abs_mass` (rounded up
+/// to a power of two, so that every backend gets the same bits) and a margin of 2^10 for the sums over
+/// pairs and the rotations, d >= (abs_mass p! 2^10 / max(Real))^(1/(p+1)). The walk sends closer node
+/// pairs to the near field. Float, abs_mass 1: 1.1e-4 at p 7, 1.1e-3 at p 9, 9.1e-3 at p 12 (so tight
+/// clusters are summed directly instead of overflowing to inf and NaN); double: below 1e-17 at every
+/// order, i.e. never binding.
+template <class Real>
+double expansion_range_separation(int order, double abs_mass) {
+  check_order(order);
+  if (!(abs_mass > 0)) return 0;
+  int e = 0;
+  std::frexp(abs_mass, &e);  // abs_mass <= 2^e
+  const double log_bound = e * std::log(2.0) + std::lgamma(order + 1.0) + 10 * std::log(2.0) -
+                           std::log(static_cast<double>(std::numeric_limits<Real>::max()));
+  return std::exp(log_bound / (order + 1));
 }
 
 }  // namespace kfmm

@@ -43,14 +43,16 @@ KOKKOS_INLINE_FUNCTION bool is_finite(double x) {
   return ((bits >> 52) & 0x7ffu) != 0x7ffu;
 }
 
-/// Reduction value of the bounding-box pass: box plus the number of non-finite inputs. Its `+=` is
-/// the merge of two partial results; it also reads volatile partials (other teams' results).
+/// Reduction value of the bounding-box pass: box, the number of non-finite inputs and the sum of the
+/// finite masses' magnitudes (which bounds every expansion coefficient's mass factor). Its `+=` is the
+/// merge of two partial results; it also reads volatile partials (other teams' results).
 struct BoxReduction {
   double lo[3], hi[3];
   long long non_finite;
+  double abs_mass;
 
   KOKKOS_INLINE_FUNCTION BoxReduction()
-      : lo{DBL_MAX, DBL_MAX, DBL_MAX}, hi{-DBL_MAX, -DBL_MAX, -DBL_MAX}, non_finite(0) {}
+      : lo{DBL_MAX, DBL_MAX, DBL_MAX}, hi{-DBL_MAX, -DBL_MAX, -DBL_MAX}, non_finite(0), abs_mass(0) {}
   KOKKOS_INLINE_FUNCTION void operator+=(const volatile BoxReduction& o) {
     for (int a = 0; a < 3; ++a) {
       const double olo = o.lo[a], ohi = o.hi[a];
@@ -58,6 +60,7 @@ struct BoxReduction {
       hi[a] = ohi > hi[a] ? ohi : hi[a];
     }
     non_finite += o.non_finite;
+    abs_mass += o.abs_mass;
   }
 };
 
@@ -95,7 +98,14 @@ struct BoxTeams {
         }
       }
     }
-    if (i < n_mass && !is_finite(static_cast<double>(masses(i)))) acc.non_finite += 1;
+    if (i < n_mass) {
+      const double m = static_cast<double>(masses(i));
+      if (is_finite(m)) {
+        acc.abs_mass += m < 0 ? -m : m;
+      } else {
+        acc.non_finite += 1;
+      }
+    }
   }
 
   /// The team's values merged along a fixed tree in scratch; the result in s(0) for every thread.

@@ -98,6 +98,9 @@ struct Octree {
   MortonFrame frame;                              ///< the cube the keys quantise
   /// The box of the positions as the caller passed them (before build_octree's position_scale).
   BoundingBox box;
+  /// Sum of |m| over the particles, from the build's box reduction or update_moments; -1 when the
+  /// caller passed the box (build_octree's known_box: the caller's reduction has it).
+  double abs_mass = -1;
 };
 
 namespace detail {
@@ -191,14 +194,15 @@ inline int default_topology_tile(const int n) {
   return tile;
 }
 
-/// A BoxReduction as 7 words (bit patterns), after the level offsets in the build's copy to the host.
-inline constexpr int box_words = 7;
+/// A BoxReduction as 8 words (bit patterns), after the level offsets in the build's copy to the host.
+inline constexpr int box_words = 8;
 KOKKOS_INLINE_FUNCTION void box_to_words(const BoxReduction& b, unsigned long long* w) {
   for (int a = 0; a < 3; ++a) {
     memcpy(w + a, &b.lo[a], sizeof(double));
     memcpy(w + 3 + a, &b.hi[a], sizeof(double));
   }
   memcpy(w + 6, &b.non_finite, sizeof(long long));
+  memcpy(w + 7, &b.abs_mass, sizeof(double));
 }
 inline BoxReduction box_from_words(const unsigned long long* w) {
   BoxReduction b;
@@ -207,6 +211,7 @@ inline BoxReduction box_from_words(const unsigned long long* w) {
     memcpy(&b.hi[a], w + 3 + a, sizeof(double));
   }
   memcpy(&b.non_finite, w + 6, sizeof(long long));
+  memcpy(&b.abs_mass, w + 7, sizeof(double));
   return b;
 }
 
@@ -320,6 +325,7 @@ void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& t
   const auto r = detail::reduce_box(
       space, Kokkos::View<const Real* [3], typename ExecutionSpace::memory_space>(), masses, box_workspace);
   require(r.non_finite == 0, "update_moments: ", r.non_finite, " masses are NaN or infinite");
+  tree.abs_mass = r.abs_mass;
   permute_to_tree_order(space, tree, masses, tree.masses);
   MomentSums<typename ExecutionSpace::memory_space> sums;
   compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.parent, tree.first_child,
@@ -432,6 +438,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   };
   tree.frame = MortonFrame();
   tree.box = BoundingBox();
+  tree.abs_mass = -1;
   if (known_box != nullptr) {
     // The caller's (it checked the inputs): no reduction.
     check_box(*known_box);
@@ -504,6 +511,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
         require(b.non_finite == 0, "build_octree: ", b.non_finite,
                 " coordinates or masses are NaN or infinite");
         tree.box = detail::scaled_box(b, 1.0);
+        tree.abs_mass = b.abs_mass;
         check_box(detail::scaled_box(b, position_scale));  // (the frame the keys kernel derived)
         device_box = decltype(device_box)();               // (known from here on, for a second sort)
         firsts.resize(detail::topology_slots + 1);

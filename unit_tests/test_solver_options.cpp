@@ -135,6 +135,11 @@ TEST_CASE("The tolerance rule honours a fixed order or theta or fails loudly", "
   const auto e = kfmm::choose_parameters(1e-6, 3, 0.7);
   CHECK(e.order == 3);
   CHECK(e.theta == 0.7);
+  // Out-of-range angles are refused on every path, the as-given one included.
+  CHECK_THROWS_WITH(kfmm::choose_parameters(1e-6, 3, 1.5),
+                    ContainsSubstring("theta = 1.5 must be in (0, 1)"));
+  CHECK_THROWS_WITH(kfmm::choose_parameters(1e-6, std::nullopt, 0.0), ContainsSubstring("must be in (0, 1)"));
+  CHECK_THROWS_AS(kfmm::choose_parameters(1e-6, 17, 0.5), kfmm::Error);
   // Impossible requests.
   try {
     kfmm::choose_parameters(1e-9, 1);

@@ -117,6 +117,7 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
   using namespace detail::calibration;
   constexpr int nt = sizeof(thetas) / sizeof(thetas[0]);
   ParameterChoice best;
+  if (theta) require(*theta > 0 && *theta < 1, "choose_parameters: theta = ", *theta, " must be in (0, 1)");
   if (order && theta) {
     best.order = *order;
     best.theta = *theta;

@@ -509,6 +509,9 @@ TEST_CASE("Solver in float stays finite on tight clusters at every order", "[sol
     INFO("float, p = " << order << ", theta 0.5: error " << err << ", far pairs " << s.far_pairs
                        << ", calibrated error " << s.predicted_error);
     CHECK(err <= std::max(3e-5, s.predicted_error));  // (truncation, or float's floor of ~1e-5)
+    // (the box is 1 long: no length scale; sum |m| ~ 1, rounded up to 1 or 2 by its last bit)
+    CHECK(s.range_separation >= kfmm::expansion_range_separation<float>(order, 0.5));
+    CHECK(s.range_separation <= kfmm::expansion_range_separation<float>(order, 1.0));
     CHECK(s.far_pairs > 0);
   }
   kfmm::Options o;

@@ -42,6 +42,10 @@ std::string parameters_line(const kfmm::Statistics& st) {
     s << " (as given; calibrated error " << printf_string("%.2g", st.predicted_error) << ")";
   }
   if (st.min_separation > 0) s << ", softening margin " << printf_string("%.3g", st.min_separation);
+  // (shown when it reaches a millionth of the box and exceeds the softening margin: float at high orders)
+  if (st.range_separation * st.length_scale > 1e-6 && st.range_separation > st.min_separation) {
+    s << ", range margin " << printf_string("%.3g", st.range_separation);
+  }
   return s.str();
 }
 

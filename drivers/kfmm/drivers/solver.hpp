@@ -324,6 +324,7 @@ class Solver {
     walk.theta = theta_;
     walk.min_separation = walk_separation(abs_mass);
     walk_abs_mass_ = abs_mass;
+    stats_.range_separation = expansion_range_separation<Real>(order_, abs_mass) / scale_;
     lists_ = Lists_();  // (the last lists view the walk's buffers: let a buffer the walk grows be freed)
     lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
     prepare_levels();
@@ -362,6 +363,7 @@ class Solver {
       walk.theta = theta_;
       walk.min_separation = walk_separation(r.abs_mass);
       walk_abs_mass_ = r.abs_mass;
+      stats_.range_separation = expansion_range_separation<Real>(order_, r.abs_mass) / scale_;
       lists_ = Lists_();
       lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
       prepare_levels();

@@ -41,6 +41,9 @@ struct Statistics {
   double theta = 0;           ///< opening angle
   int leaf_size = 0;          ///< maximum particles per leaf
   double min_separation = 0;  ///< smallest particle distance of a far pair (softening margin)
+  /// Smallest distance of a far node pair that keeps the expansions inside the precision's range
+  /// (kfmm::expansion_range_separation, in the caller's lengths); closer pairs go to P2P.
+  double range_separation = 0;
   /// Power of two the positions were multiplied by internally (1 unless their extent is far from 1).
   double length_scale = 1;
   bool parameters_from_tolerance = false;  ///< true when p and/or theta came from Options::tolerance

@@ -485,6 +485,29 @@ TEST_CASE("Solver in float reaches its documented floor", "[solver][accuracy]") 
   }
 }
 
+TEST_CASE("Solver handles coordinates whose extent overflows double", "[solver][accuracy]") {
+  // +-1e308 are finite but 2e308 is not: the length scale comes from half extents. Accelerations
+  // (~1e-616) underflow to 0; potentials -1/1e308 - 1/2e308 and -2/1e308 are subnormal but exact.
+  using Space = Kokkos::DefaultExecutionSpace;
+  kfmm::HostParticles p(3);
+  p.positions(0, 0) = -1e308;
+  p.positions(1, 0) = 1e308;
+  for (int i = 0; i < 3; ++i) p.masses(i) = 1.0;
+  Problem<Space, double> prob(p);
+  kfmm::Options o;
+  o.tolerance = 1e-6;
+  kfmm::Solver<Space, double> solver(o);
+  solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  const auto a = kfmm_test::to_host(prob.a);
+  const auto phi = kfmm_test::to_host(prob.phi);
+  for (int i = 0; i < 3; ++i) {
+    for (int d = 0; d < 3; ++d) CHECK(a(i, d) == 0.0);
+  }
+  CHECK(phi(0) == Catch::Approx(-1.5e-308).epsilon(1e-12));
+  CHECK(phi(1) == Catch::Approx(-1.5e-308).epsilon(1e-12));
+  CHECK(phi(2) == Catch::Approx(-2e-308).epsilon(1e-12));
+}
+
 TEST_CASE("Solver in float stays finite on tight clusters at every order", "[solver][accuracy]") {
   // Two clusters of size 1e-4 in a unit box, and a background: leaves 1e-4 apart, where a local
   // coefficient |m| p! / d^(p+1) passes float's 3.4e38 from p ~ 7 on. Such node pairs must go to the

@@ -443,10 +443,13 @@ class Solver {
   /// The power of two that brings the largest extent of `box` within [2^-4, 2^4] (1 when it already is,
   /// and for a single point).
   static double length_scale(const BoundingBox& box) {
-    const double extent = box.max_extent();
+    // Half extents: finite coordinates near +-DBL_MAX have an extent that overflows to inf.
+    double half = 0;
+    for (int a = 0; a < 3; ++a) half = std::max(half, 0.5 * box.hi[a] - 0.5 * box.lo[a]);
     int e = 0;
-    if (extent > 0) std::frexp(extent, &e);
-    return (e > 4 || e < -3) ? std::ldexp(1.0, -e) : 1.0;
+    if (half > 0) std::frexp(half, &e);
+    e += 1;  // (the exponent of the full extent)
+    return (half > 0 && (e > 4 || e < -3)) ? std::ldexp(1.0, -e) : 1.0;
   }
 
   /// Throws kfmm::Error naming particle `bad`, whose position or mass is NaN or infinite.

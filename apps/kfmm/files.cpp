@@ -252,11 +252,12 @@ CsvTable read_csv(const std::string& path, const std::vector<std::string>& requi
 }
 
 void check_fits_fp32(const CsvTable& t, const std::string& path, const std::vector<std::string>& columns) {
+  std::vector<int> index;  // (looked up once, not per row)
+  for (const auto& name : columns) index.push_back(t.column(name));
   for (std::size_t r = 0; r < t.rows(); ++r) {
-    for (const auto& name : columns) {
-      const int c = t.column(name);
-      if (c >= 0 && std::fabs(t.at(r, c)) > 3.0e38) {
-        throw InputError(path + ":" + std::to_string(t.lines[r]) + ": column '" + name +
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+      if (index[k] >= 0 && std::fabs(t.at(r, index[k])) > 3.0e38) {
+        throw InputError(path + ":" + std::to_string(t.lines[r]) + ": column '" + columns[k] +
                          "' does not fit in fp32");
       }
     }

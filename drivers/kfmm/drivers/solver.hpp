@@ -320,14 +320,7 @@ class Solver {
     detail::resize_exact(inverse_permutation_, n, "kfmm::Solver::inverse_permutation");
     detail::invert_permutation(space_, tree_.permutation, inverse_permutation_, n);
     clock.stop(Stage::tree);
-    WalkOptions walk;
-    walk.theta = theta_;
-    walk.min_separation = walk_separation(abs_mass);
-    walk_abs_mass_ = abs_mass;
-    stats_.range_separation = expansion_range_separation<Real>(order_, abs_mass) / scale_;
-    lists_ = Lists_();  // (the last lists view the walk's buffers: let a buffer the walk grows be freed)
-    lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
-    prepare_levels();
+    walk_lists(abs_mass);
     clock.stop(Stage::walk);
     has_tree_ = true;
     run_expansions(tree_.masses, accelerations, potentials, clock);
@@ -356,18 +349,9 @@ class Solver {
     if (r.non_finite > 0)
       report_non_finite(masses, detail::first_non_finite(space_, const_positions_type(), masses));
     stats_.length_scale = scale_;
-    if (walk_separation(r.abs_mass) > walk_separation(walk_abs_mass_)) {
-      // Larger masses than the lists were made for: node pairs they would push out of Real's range go
-      // to the near field (a new walk on the same tree).
-      WalkOptions walk;
-      walk.theta = theta_;
-      walk.min_separation = walk_separation(r.abs_mass);
-      walk_abs_mass_ = r.abs_mass;
-      stats_.range_separation = expansion_range_separation<Real>(order_, r.abs_mass) / scale_;
-      lists_ = Lists_();
-      lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
-      prepare_levels();
-    }
+    // Larger masses than the lists were made for: node pairs they would push out of Real's range go to
+    // the near field (a new walk on the same tree).
+    if (walk_separation(r.abs_mass) > walk_separation(walk_abs_mass_)) walk_lists(r.abs_mass);
     clock.stop(Stage::check);
     if (static_cast<int>(masses_sorted_.extent(0)) != n) {
       masses_sorted_ = Kokkos::View<Real*, memory_space>(
@@ -432,6 +416,19 @@ class Solver {
     stats_.total_seconds = total.seconds();
     ++stats_.evaluations;
     ++evaluations_;
+  }
+
+  /// The interaction lists of the current tree for masses summing to `abs_mass` in |m|, and the level
+  /// statistics.
+  void walk_lists(double abs_mass) {
+    WalkOptions walk;
+    walk.theta = theta_;
+    walk.min_separation = walk_separation(abs_mass);
+    walk_abs_mass_ = abs_mass;
+    stats_.range_separation = expansion_range_separation<Real>(order_, abs_mass) / scale_;
+    lists_ = Lists_();  // (the last lists view the walk's buffers: let a buffer the walk grows be freed)
+    lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
+    prepare_levels();
   }
 
   /// The walk's smallest far-pair gap in scaled lengths: the softening margin's, or the distance below

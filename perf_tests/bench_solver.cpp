@@ -38,6 +38,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -197,6 +198,10 @@ struct ToolCounters {
   long long freed_earlier_at_peak = 0;  // (e.g. Kokkos' internal scratch, replaced by a larger one)
 };
 ToolCounters g_tools;
+// Allocation callbacks can come from several threads at once: a View whose last copy lives in a functor
+// is freed on the host thread that drops that copy (OpenMP workers too). Unguarded, the breakdown's maps
+// were corrupted (heap-corruption aborts in ~4 % of two-thread --memory_breakdown runs).
+std::mutex g_tools_mutex;
 
 void on_begin_kernel(const char*, uint32_t, uint64_t*) {
   ++g_tools.launches;
@@ -216,6 +221,7 @@ void on_begin_deep_copy(Kokkos_Profiling_SpaceHandle dst, const char*, const voi
 }
 void on_allocate(Kokkos_Profiling_SpaceHandle handle, const char* label, const void* ptr, uint64_t size) {
   if (!counted(handle)) return;
+  const std::lock_guard<std::mutex> lock(g_tools_mutex);
   g_tools.live_bytes += static_cast<long long>(size);
   if (g_tools.breakdown) g_tools.live[ptr] = {label, static_cast<long long>(size)};
   if (g_tools.live_bytes > g_tools.peak_bytes) {
@@ -229,6 +235,7 @@ void on_allocate(Kokkos_Profiling_SpaceHandle handle, const char* label, const v
 }
 void on_deallocate(Kokkos_Profiling_SpaceHandle handle, const char*, const void* ptr, uint64_t size) {
   if (!counted(handle)) return;
+  const std::lock_guard<std::mutex> lock(g_tools_mutex);
   g_tools.live_bytes -= static_cast<long long>(size);
   if (g_tools.breakdown && g_tools.live.erase(ptr) == 0)
     g_tools.freed_earlier += static_cast<long long>(size);

@@ -38,8 +38,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <tuple>

@@ -77,31 +77,35 @@ KOKKOS_FORCEINLINE_FUNCTION void normalised_lanes(const Real* const* M, Pack<Rea
 /// per call. Here the lane loop is innermost (full-width vectors at every order), the table entry
 /// is one broadcast per row term, the products are fused multiply-adds and the buffer is not
 /// initialised (every entry is written before it is read).
-template <int P, class Real, int W>
+/// Range: rotation.hpp's SwapRange (the rows an M2L's z-translation reads, the columns it leaves zero).
+template <int P, SwapRange Range, class Real, int W>
 KOKKOS_FORCEINLINE_FUNCTION void apply_swap_lanes(Pack<Real, W>* a) {
   static constexpr SwapTable table = make_normalised_swap_table();
   Pack<Real, W> tmp[2 * P + 1];
   for (int n = 1; n <= P; ++n) {
     Pack<Real, W>* an = a + n * n + n;  // an[m] is the coefficient (n, m)
     const double* block = table.v + swap_block_offset(n) + n * (2 * n + 1) + n;  // block[m * (2n+1) + k]
-    for (int m = -n; m <= n; ++m) {
+    const int last_row = (Range == SwapRange::rows && P - n < n) ? P - n : n;
+    const int last_column = (Range == SwapRange::columns && P - n < n) ? P - n : n;
+    for (int m = -last_row; m <= last_row; ++m) {
       const int sign = swap_column_sign(n, m);
       const double* row = block + m * (2 * n + 1);
       Pack<Real, W> acc(Real(0));
-      for (int j = swap_first_column(n, m); j <= n; j += 2) {
+      for (int j = swap_first_column(n, m); j <= last_column; j += 2) {
         const int k = sign * j;
         const Real c = static_cast<Real>(row[k]);
         for (int l = 0; l < W; ++l) acc.v[l] = compat::fmadd(c, an[k].v[l], acc.v[l]);
       }
       tmp[m + n] = acc;
     }
-    for (int m = -n; m <= n; ++m) an[m] = tmp[m + n];
+    for (int m = -last_row; m <= last_row; ++m) an[m] = tmp[m + n];
   }
 }
 
 /// In place: translation_z.hpp's m2l_z_translate<P, Normalised = true> for W lanes (input D M about
 /// the origin, output D^{-1} L about r e_z, aligned frame, n + k <= P), written for packs for the
-/// reasons of apply_swap_lanes (its zero-initialised column buffers were a memset per column).
+/// reasons of apply_swap_lanes (its zero-initialised column buffers were a memset per column). The
+/// outputs with |m| > P - n, zero, are not written: the swap that follows (SwapRange::columns) skips them.
 template <int P, class Real, int W>
 KOKKOS_FORCEINLINE_FUNCTION void m2l_z_translate_lanes(const Pack<Real, W>& rinv, Pack<Real, W>* a) {
   using V = Pack<Real, W>;
@@ -118,7 +122,7 @@ KOKKOS_FORCEINLINE_FUNCTION void m2l_z_translate_lanes(const Pack<Real, W>& rinv
         const Real s = static_cast<Real>(table.inverse[coefficient_index(k, m)]);
         for (int l = 0; l < W; ++l) col[k].v[l] = a[coefficient_index(k, m)].v[l] * s;
       }
-      for (int n = am; n <= P; ++n) {
+      for (int n = am; n <= P - am; ++n) {
         V acc(Real(0));
         for (int k = am; k <= P - n; ++k)
           for (int l = 0; l < W; ++l) acc.v[l] = compat::fmadd(f[n + k].v[l], col[k].v[l], acc.v[l]);
@@ -162,13 +166,13 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(const Real* const* M, const Real* dx, cons
   // rotate_to_z, m2l_z_translate<P, true> and rotate_from_z of rotation.hpp / translation_z.hpp, with
   // the lane versions of the swap and the z-translation
   rotate_z<P>(P, g.cphi, -g.sphi, a);
-  apply_swap_lanes<P>(a);
+  apply_swap_lanes<P, SwapRange::full>(a);
   rotate_z<P>(P, g.ctheta, g.stheta, a);
-  apply_swap_lanes<P>(a);
+  apply_swap_lanes<P, SwapRange::rows>(a);
   m2l_z_translate_lanes<P>(g.rinv, a);
-  apply_swap_lanes<P>(a);
+  apply_swap_lanes<P, SwapRange::columns>(a);
   rotate_z<P>(P, g.ctheta, -g.stheta, a);
-  apply_swap_lanes<P>(a);
+  apply_swap_lanes<P, SwapRange::full>(a);
   rotate_z<P>(P, g.cphi, g.sphi, a);
   for (int n = 0; n <= P; ++n)
     for (int m = -n; m <= n; ++m) {

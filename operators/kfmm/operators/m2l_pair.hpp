@@ -51,9 +51,9 @@ KOKKOS_INLINE_FUNCTION void m2l_rotation_impl(int order, const Real* M, Real dx,
     }
   }
   const RotationAngles<Real> g = rotation_angles(dx, dy, dz);
-  rotate_to_z<P>(order, g, a);
+  rotate_to_z<P, true>(order, g, a);  // only the rows the truncated z-translation reads
   m2l_z_translate<P, true>(order, g.rinv, a);
-  rotate_from_z<P>(order, g, a);
+  rotate_from_z<P, true>(order, g, a);  // skips the columns it leaves zero
   KFMM_PRAGMA_UNROLL
   for (int n = 0; n <= p; ++n) {
     KFMM_PRAGMA_UNROLL

@@ -33,14 +33,14 @@ namespace kfmm::detail {
 template <class Real>
 inline constexpr int m2l_host_lanes = 16;
 
-/// a[i].v[l] = D_i M[l][i] for the NC coefficients i and the W lanes l: the lanes' multipoles,
-/// transposed into packs and normalised (rotation.hpp). With AVX, 4 x 4 blocks go through registers
-/// (four row loads, four shuffles, four pack stores) instead of element by element. With the
-/// prefetch of the next block (m2l_fused.hpp): bench_m2l_csr fp64, 1e6 random pairs, one core,
-/// 299 / 490 -> 266 / 465 ns per pair at p 6 / 8; the solver's M2L at 1e6 Plummer, p 9: 2.16 -> 2.10 s.
+/// a[i].v[l] = M[l][i] for the NC coefficients i and the W lanes l: the lanes' raw multipoles,
+/// transposed into packs (their normalisation D is folded into the first swap, SwapScaling::from_raw). With
+/// AVX, 4 x 4 blocks go through registers (four row loads, four shuffles, four pack stores) instead of
+/// element by element. With the prefetch of the next block (m2l_fused.hpp): bench_m2l_csr fp64, 1e6 random
+/// pairs, one core, 299 / 490 -> 266 / 465 ns per pair at p 6 / 8; the solver's M2L at 1e6 Plummer, p 9: 2.16
+/// -> 2.10 s.
 template <int NC, int W, class Real>
-KOKKOS_FORCEINLINE_FUNCTION void normalised_lanes(const Real* const* M, Pack<Real, W>* a) {
-  static constexpr ScaleTable table = make_scale_table();
+KOKKOS_FORCEINLINE_FUNCTION void transposed_lanes(const Real* const* M, Pack<Real, W>* a) {
   int first = 0;  // the coefficients from here on go element by element
 #if defined(KFMM_M2L_LANES_AVX)
   if constexpr (std::is_same_v<Real, double> && W % 4 == 0) {
@@ -52,22 +52,16 @@ KOKKOS_FORCEINLINE_FUNCTION void normalised_lanes(const Real* const* M, Pack<Rea
         const __m256d r2 = _mm256_loadu_pd(p2 + i), r3 = _mm256_loadu_pd(p3 + i);
         const __m256d e01 = _mm256_unpacklo_pd(r0, r1), o01 = _mm256_unpackhi_pd(r0, r1);
         const __m256d e23 = _mm256_unpacklo_pd(r2, r3), o23 = _mm256_unpackhi_pd(r2, r3);
-        _mm256_storeu_pd(&a[i].v[lb], _mm256_mul_pd(_mm256_permute2f128_pd(e01, e23, 0x20),
-                                                    _mm256_set1_pd(table.scale[i])));
-        _mm256_storeu_pd(&a[i + 1].v[lb], _mm256_mul_pd(_mm256_permute2f128_pd(o01, o23, 0x20),
-                                                        _mm256_set1_pd(table.scale[i + 1])));
-        _mm256_storeu_pd(&a[i + 2].v[lb], _mm256_mul_pd(_mm256_permute2f128_pd(e01, e23, 0x31),
-                                                        _mm256_set1_pd(table.scale[i + 2])));
-        _mm256_storeu_pd(&a[i + 3].v[lb], _mm256_mul_pd(_mm256_permute2f128_pd(o01, o23, 0x31),
-                                                        _mm256_set1_pd(table.scale[i + 3])));
+        _mm256_storeu_pd(&a[i].v[lb], _mm256_permute2f128_pd(e01, e23, 0x20));
+        _mm256_storeu_pd(&a[i + 1].v[lb], _mm256_permute2f128_pd(o01, o23, 0x20));
+        _mm256_storeu_pd(&a[i + 2].v[lb], _mm256_permute2f128_pd(e01, e23, 0x31));
+        _mm256_storeu_pd(&a[i + 3].v[lb], _mm256_permute2f128_pd(o01, o23, 0x31));
       }
     }
   }
 #endif
-  for (int i = first; i < NC; ++i) {
-    const Real scale = static_cast<Real>(table.scale[i]);
-    for (int l = 0; l < W; ++l) a[i].v[l] = M[l][i] * scale;
-  }
+  for (int i = first; i < NC; ++i)
+    for (int l = 0; l < W; ++l) a[i].v[l] = M[l][i];
 }
 
 /// In place: a_n <- (D B D^{-1})_n a_n for every degree n <= P, W lanes at once: rotation.hpp's
@@ -77,8 +71,9 @@ KOKKOS_FORCEINLINE_FUNCTION void normalised_lanes(const Real* const* M, Pack<Rea
 /// per call. Here the lane loop is innermost (full-width vectors at every order), the table entry
 /// is one broadcast per row term, the products are fused multiply-adds and the buffer is not
 /// initialised (every entry is written before it is read).
-/// Range: rotation.hpp's SwapRange (the rows an M2L's z-translation reads, the columns it leaves zero).
-template <int P, SwapRange Range, class Real, int W>
+/// Range and Scaling: rotation.hpp's SwapRange (the rows an M2L's z-translation reads, the columns it
+/// leaves zero) and SwapScaling (one scalar product per table entry, shared by the W lanes).
+template <int P, SwapRange Range, SwapScaling Scaling, class Real, int W>
 KOKKOS_FORCEINLINE_FUNCTION void apply_swap_lanes(Pack<Real, W>* a) {
   static constexpr SwapTable table = make_normalised_swap_table();
   Pack<Real, W> tmp[2 * P + 1];
@@ -93,7 +88,8 @@ KOKKOS_FORCEINLINE_FUNCTION void apply_swap_lanes(Pack<Real, W>* a) {
       Pack<Real, W> acc(Real(0));
       for (int j = swap_first_column(n, m); j <= last_column; j += 2) {
         const int k = sign * j;
-        const Real c = static_cast<Real>(row[k]);
+        const Real c = static_cast<Real>(
+            Scaling == SwapScaling::none ? row[k] : row[k] * swap_scaling<Scaling>(n, m, k));
         for (int l = 0; l < W; ++l) acc.v[l] = compat::fmadd(c, an[k].v[l], acc.v[l]);
       }
       tmp[m + n] = acc;
@@ -102,14 +98,12 @@ KOKKOS_FORCEINLINE_FUNCTION void apply_swap_lanes(Pack<Real, W>* a) {
   }
 }
 
-/// In place: translation_z.hpp's m2l_z_translate<P, Normalised = true> for W lanes (input D M about
-/// the origin, output D^{-1} L about r e_z, aligned frame, n + k <= P), written for packs for the
-/// reasons of apply_swap_lanes (its zero-initialised column buffers were a memset per column). The
-/// outputs with |m| > P - n, zero, are not written: the swap that follows (SwapRange::columns) skips them.
+/// In place: translation_z.hpp's m2l_z_sums for W lanes (the raw aligned multipole in, the bare sums
+/// S_n^m for |m| <= min(n, P - n) out, the other entries left as they are), written for packs for the
+/// reasons of apply_swap_lanes (zero-initialised column buffers were a memset per column).
 template <int P, class Real, int W>
-KOKKOS_FORCEINLINE_FUNCTION void m2l_z_translate_lanes(const Pack<Real, W>& rinv, Pack<Real, W>* a) {
+KOKKOS_FORCEINLINE_FUNCTION void m2l_z_sums_lanes(const Pack<Real, W>& rinv, Pack<Real, W>* a) {
   using V = Pack<Real, W>;
-  static constexpr ScaleTable table = make_scale_table();
   V f[P + 1];  // f[j] = j! / r^(j+1)
   f[0] = rinv;
   for (int j = 1; j <= P; ++j) f[j] = f[j - 1] * (V(Real(j)) * rinv);
@@ -118,17 +112,12 @@ KOKKOS_FORCEINLINE_FUNCTION void m2l_z_translate_lanes(const Pack<Real, W>& rinv
     for (int side = 0; side < 2; ++side) {
       if (am == 0 && side == 1) continue;
       const int m = side ? -am : am;
-      for (int k = am; k <= P - am; ++k) {
-        const Real s = static_cast<Real>(table.inverse[coefficient_index(k, m)]);
-        for (int l = 0; l < W; ++l) col[k].v[l] = a[coefficient_index(k, m)].v[l] * s;
-      }
+      for (int k = am; k <= P - am; ++k) col[k] = a[coefficient_index(k, m)];
       for (int n = am; n <= P - am; ++n) {
         V acc(Real(0));
         for (int k = am; k <= P - n; ++k)
           for (int l = 0; l < W; ++l) acc.v[l] = compat::fmadd(f[n + k].v[l], col[k].v[l], acc.v[l]);
-        const Real sign_weight = Real(((n + am) & 1) ? -harmonic_weight(m) : harmonic_weight(m));
-        const Real weight = sign_weight * static_cast<Real>(table.inverse[coefficient_index(n, m)]);
-        for (int l = 0; l < W; ++l) a[coefficient_index(n, m)].v[l] = acc.v[l] * weight;
+        a[coefficient_index(n, m)] = acc;
       }
     }
   }
@@ -144,7 +133,7 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(const Real* const* M, const Real* dx, cons
   using V = Pack<Real, W>;
   constexpr int nc = num_coefficients(P);
   V a[nc];
-  normalised_lanes<nc, W>(M, a);
+  transposed_lanes<nc, W>(M, a);
   // angles of rotation.hpp's rotation_angles, lane by lane (branches become selects)
   RotationAngles<V> g;
   for (int l = 0; l < W; ++l) {
@@ -163,16 +152,16 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(const Real* const* M, const Real* dx, cons
     g.ctheta.v[l] = zero ? Real(1) : tz * rinv;
     g.stheta.v[l] = zero ? Real(0) : rho * rinv;
   }
-  // rotate_to_z, m2l_z_translate<P, true> and rotate_from_z of rotation.hpp / translation_z.hpp, with
-  // the lane versions of the swap and the z-translation
+  // m2l_pair.hpp's compile-time-order steps (scalings folded into the swaps), with the lane versions
+  // of the swap and the z-translation
   rotate_z<P>(P, g.cphi, -g.sphi, a);
-  apply_swap_lanes<P, SwapRange::full>(a);
+  apply_swap_lanes<P, SwapRange::full, SwapScaling::from_raw>(a);
   rotate_z<P>(P, g.ctheta, g.stheta, a);
-  apply_swap_lanes<P, SwapRange::rows>(a);
-  m2l_z_translate_lanes<P>(g.rinv, a);
-  apply_swap_lanes<P, SwapRange::columns>(a);
+  apply_swap_lanes<P, SwapRange::rows, SwapScaling::to_raw>(a);
+  m2l_z_sums_lanes<P>(g.rinv, a);
+  apply_swap_lanes<P, SwapRange::columns, SwapScaling::from_z_sums>(a);
   rotate_z<P>(P, g.ctheta, -g.stheta, a);
-  apply_swap_lanes<P, SwapRange::full>(a);
+  apply_swap_lanes<P, SwapRange::full, SwapScaling::none>(a);
   rotate_z<P>(P, g.cphi, g.sphi, a);
   for (int n = 0; n <= P; ++n)
     for (int m = -n; m <= n; ++m) {

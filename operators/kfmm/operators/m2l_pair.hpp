@@ -41,19 +41,35 @@ KOKKOS_INLINE_FUNCTION void m2l_rotation_impl(int order, const Real* M, Real dx,
   const int p = effective_order<P>(order);
   constexpr int cap = buffer_order<P>;
   Real a[(cap + 1) * (cap + 1)];
-  // Normalised coefficients (rotation.hpp): D M in, D^{-1} L out, so every rotation is orthogonal.
-  KFMM_PRAGMA_UNROLL
-  for (int n = 0; n <= p; ++n) {
-    KFMM_PRAGMA_UNROLL
-    for (int m = -n; m <= n; ++m) {
-      const int i = coefficient_index(n, m);
-      a[i] = M[i] * static_cast<Real>(expansion_scale(n, m));
-    }
-  }
   const RotationAngles<Real> g = rotation_angles(dx, dy, dz);
-  rotate_to_z<P, true>(order, g, a);  // only the rows the truncated z-translation reads
-  m2l_z_translate<P, true>(order, g.rinv, a);
-  rotate_from_z<P, true>(order, g, a);  // skips the columns it leaves zero
+  if constexpr (P >= 0) {
+    // The scalings folded into the swaps (SwapScaling; constants fold with a compile-time order): raw M
+    // in (Dz commutes with D), the raw aligned multipole out of the second swap, the z-translation's
+    // bare sums into the third: ~200 multiplications fewer per pair at p = 9 (of ~2260).
+    KFMM_PRAGMA_UNROLL
+    for (int i = 0; i < num_coefficients(P); ++i) a[i] = M[i];
+    rotate_z<P>(order, g.cphi, -g.sphi, a);
+    apply_swap<P, SwapRange::full, SwapScaling::from_raw>(order, a);
+    rotate_z<P>(order, g.ctheta, g.stheta, a);
+    apply_swap<P, SwapRange::rows, SwapScaling::to_raw>(order, a);  // only the rows the z-translation reads
+    m2l_z_sums<P>(order, g.rinv, a);
+    apply_swap<P, SwapRange::columns, SwapScaling::from_z_sums>(order, a);  // skips its zero columns
+    rotate_z<P>(order, g.ctheta, -g.stheta, a);
+    apply_swap<P>(order, a);
+    rotate_z<P>(order, g.cphi, g.sphi, a);
+  } else {
+    // Runtime order: the table entries are loads, so the scalings stay separate passes.
+    // Normalised coefficients (rotation.hpp): D M in, D^{-1} L out, so every rotation is orthogonal.
+    for (int n = 0; n <= p; ++n) {
+      for (int m = -n; m <= n; ++m) {
+        const int i = coefficient_index(n, m);
+        a[i] = M[i] * static_cast<Real>(expansion_scale(n, m));
+      }
+    }
+    rotate_to_z<P, true>(order, g, a);  // only the rows the truncated z-translation reads
+    m2l_z_translate<P, true>(order, g.rinv, a);
+    rotate_from_z<P, true>(order, g, a);  // skips the columns it leaves zero
+  }
   KFMM_PRAGMA_UNROLL
   for (int n = 0; n <= p; ++n) {
     KFMM_PRAGMA_UNROLL

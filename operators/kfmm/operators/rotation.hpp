@@ -324,9 +324,38 @@ KOKKOS_INLINE_FUNCTION void rotate_z(int order, Real c, Real s, Real* a) {
 /// result: nothing but exact zeros and unread rows is skipped.
 enum class SwapRange { full, rows, columns };
 
+/// Diagonal scalings folded into a swap's entries, so that the M2L needs no separate scaling passes
+/// (m2l_pair.hpp): with O the orthogonal block D B D^{-1} of degree n,
+///  - none:          O (normalised coefficients in and out);
+///  - from_raw:      O diag(D_n^k): takes raw (Dehnen-normalised) coefficients, gives normalised ones
+///                   (a rotation about z commutes with D, whose entries depend on |m| only);
+///  - to_raw:        diag(1 / D_n^m) O: takes normalised coefficients, gives raw ones;
+///  - from_z_sums:   O diag(z_weight(n, k)): takes the bare sums of m2l_z_sums, gives the normalised
+///                   aligned local (z_weight: translation_z.hpp's sign, harmonic weight and 1 / D).
+/// With a compile-time order the entry and its factor are constants, so the product folds into one.
+enum class SwapScaling { none, from_raw, to_raw, from_z_sums };
+
+/// The factor of swap entry (n, m, k) under Scaling (double; see SwapScaling).
+template <SwapScaling Scaling>
+KOKKOS_FORCEINLINE_FUNCTION double swap_scaling(int n, int m, int k) {
+  if constexpr (Scaling == SwapScaling::from_raw) {
+    return expansion_scale(n, k);
+  } else if constexpr (Scaling == SwapScaling::to_raw) {
+    return expansion_inverse_scale(n, m);
+  } else if constexpr (Scaling == SwapScaling::from_z_sums) {
+    const int ak = k < 0 ? -k : k;
+    const double weight = harmonic_weight(k);
+    return (((n + ak) & 1) ? -weight : weight) * expansion_inverse_scale(n, k);
+  } else {
+    (void)n, (void)m, (void)k;
+    return 1.0;
+  }
+}
+
 /// In place: a_n <- (D B D^{-1})_n a_n for every degree n of an expansion of order p, on
-/// normalised coefficients (the block is symmetric, so this is also its transpose); Range as above.
-template <int P = -1, SwapRange Range = SwapRange::full, class Real>
+/// normalised coefficients (the block is symmetric, so this is also its transpose); Range and Scaling
+/// as above.
+template <int P = -1, SwapRange Range = SwapRange::full, SwapScaling Scaling = SwapScaling::none, class Real>
 KOKKOS_INLINE_FUNCTION void apply_swap(int order, Real* a) {
   const int p = detail::effective_order<P>(order);
   constexpr int cap = detail::buffer_order<P>;
@@ -344,7 +373,10 @@ KOKKOS_INLINE_FUNCTION void apply_swap(int order, Real* a) {
       KFMM_PRAGMA_UNROLL
       for (int j = swap_first_column(n, m); j <= last_column; j += 2) {
         const int k = sign * j;
-        acc += static_cast<Real>(normalised_swap_coefficient(n, m, k)) * an[k];
+        const double c = Scaling == SwapScaling::none
+                             ? normalised_swap_coefficient(n, m, k)
+                             : normalised_swap_coefficient(n, m, k) * swap_scaling<Scaling>(n, m, k);
+        acc += static_cast<Real>(c) * an[k];
       }
       tmp[m + n] = acc;
     }

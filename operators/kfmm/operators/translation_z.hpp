@@ -63,6 +63,39 @@ KOKKOS_INLINE_FUNCTION void m2l_z_translate(int order, Real rinv, Real* a) {
   }
 }
 
+/// In place, the core of m2l_z_translate without its scalings: for |m| <= min(n, p - n),
+///   a_n^m <- S_n^m = sum_{k=|m|}^{p-n} (n+k)! / r^(n+k+1) a_k^m,
+/// from the raw (Dehnen-normalised) aligned multipole; the local is L_n^m = w_m (-1)^(n+|m|) S_n^m.
+/// The entries with |m| > p - n (a zero local) are left as they are. The M2L with folded scalings
+/// (m2l_pair.hpp) gets a from a swap with SwapScaling::to_raw and hands S to one with from_z_sums.
+template <int P = -1, class Real>
+KOKKOS_INLINE_FUNCTION void m2l_z_sums(int order, Real rinv, Real* a) {
+  const int p = detail::effective_order<P>(order);
+  constexpr int cap = detail::buffer_order<P>;
+  Real f[cap + 1] = {};  // f[j] = j! / r^(j+1)
+  f[0] = rinv;
+  KFMM_PRAGMA_UNROLL
+  for (int j = 1; j <= p; ++j) f[j] = f[j - 1] * (Real(j) * rinv);
+  KFMM_PRAGMA_UNROLL
+  for (int am = 0; am <= p; ++am) {
+    KFMM_PRAGMA_UNROLL
+    for (int side = 0; side < 2; ++side) {
+      if (am == 0 && side == 1) continue;
+      const int m = side ? -am : am;
+      Real col[cap + 1] = {};  // the column a_k^m, read before it is overwritten
+      KFMM_PRAGMA_UNROLL
+      for (int k = am; k <= p - am; ++k) col[k] = a[coefficient_index(k, m)];
+      KFMM_PRAGMA_UNROLL
+      for (int n = am; n <= p - am; ++n) {
+        Real acc = Real(0);
+        KFMM_PRAGMA_UNROLL
+        for (int k = am; k <= p - n; ++k) acc += f[n + k] * col[k];
+        a[coefficient_index(n, m)] = acc;
+      }
+    }
+  }
+}
+
 /// In place: M'_n^m = sum_{k=0}^{n-|m|} r^k/k! M_{n-k}^m (multipole moved to a centre r e_z below the
 /// old one, aligned frame). Degrees descend so every source coefficient is read before it changes.
 template <int P = -1, class Real>

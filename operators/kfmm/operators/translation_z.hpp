@@ -26,44 +26,7 @@
 
 namespace kfmm {
 
-/// In place: multipole coefficients about the origin -> local coefficients about r e_z (r > 0,
-/// rinv = 1/r), both in the aligned frame; the degree operator truncated at n + k <= p.
-/// Normalised = true: input D M and output D^{-1} L (the normalised coefficients of rotation.hpp);
-/// the scalings are folded into the column loads and stores.
-template <int P = -1, bool Normalised = false, class Real>
-KOKKOS_INLINE_FUNCTION void m2l_z_translate(int order, Real rinv, Real* a) {
-  const int p = detail::effective_order<P>(order);
-  constexpr int cap = detail::buffer_order<P>;
-  Real f[cap + 1] = {};  // f[j] = j! / r^(j+1) (zero-initialised: quiets -Wmaybe-uninitialized; folded away)
-  f[0] = rinv;
-  KFMM_PRAGMA_UNROLL
-  for (int j = 1; j <= p; ++j) f[j] = f[j - 1] * (Real(j) * rinv);
-  KFMM_PRAGMA_UNROLL
-  for (int am = 0; am <= p; ++am) {
-    KFMM_PRAGMA_UNROLL
-    for (int side = 0; side < 2; ++side) {
-      if (am == 0 && side == 1) continue;
-      const int m = side ? -am : am;
-      Real col[cap + 1] = {};  // the column M_k^m, k = |m|..p-|m| (read before the column is overwritten)
-      KFMM_PRAGMA_UNROLL
-      for (int k = am; k <= p - am; ++k)
-        col[k] = Normalised ? a[coefficient_index(k, m)] * static_cast<Real>(expansion_inverse_scale(k, m))
-                            : a[coefficient_index(k, m)];
-      KFMM_PRAGMA_UNROLL
-      for (int n = am; n <= p; ++n) {
-        Real acc = Real(0);
-        KFMM_PRAGMA_UNROLL
-        for (int k = am; k <= p - n; ++k) acc += f[n + k] * col[k];
-        const Real sign_weight = Real(((n + am) & 1) ? -harmonic_weight(m) : harmonic_weight(m));
-        const Real weight =
-            Normalised ? sign_weight * static_cast<Real>(expansion_inverse_scale(n, m)) : sign_weight;
-        a[coefficient_index(n, m)] = weight * acc;
-      }
-    }
-  }
-}
-
-/// In place, the core of m2l_z_translate without its scalings: for |m| <= min(n, p - n),
+/// In place, the core of the M2L's z-translation without its scalings: for |m| <= min(n, p - n),
 ///   a_n^m <- S_n^m = sum_{k=|m|}^{p-n} (n+k)! / r^(n+k+1) a_k^m,
 /// from the raw (Dehnen-normalised) aligned multipole; the local is L_n^m = w_m (-1)^(n+|m|) S_n^m.
 /// The entries with |m| > p - n (a zero local) are left as they are. The M2L with folded scalings
@@ -92,6 +55,36 @@ KOKKOS_INLINE_FUNCTION void m2l_z_sums(int order, Real rinv, Real* a) {
         for (int k = am; k <= p - n; ++k) acc += f[n + k] * col[k];
         a[coefficient_index(n, m)] = acc;
       }
+    }
+  }
+}
+
+/// In place: multipole coefficients about the origin -> local coefficients about r e_z (r > 0,
+/// rinv = 1/r), both in the aligned frame; the degree operator truncated at n + k <= p:
+///   L_n^m = w_m (-1)^(n+|m|) S_n^m (m2l_z_sums), zero where |m| > p - n.
+/// Normalised = true: input D M and output D^{-1} L (the normalised coefficients of rotation.hpp).
+template <int P = -1, bool Normalised = false, class Real>
+KOKKOS_INLINE_FUNCTION void m2l_z_translate(int order, Real rinv, Real* a) {
+  const int p = detail::effective_order<P>(order);
+  if constexpr (Normalised) {  // the entries m2l_z_sums reads, |m| <= min(k, p - k), to raw coefficients
+    KFMM_PRAGMA_UNROLL
+    for (int k = 0; k <= p; ++k) {
+      const int last = k < p - k ? k : p - k;
+      KFMM_PRAGMA_UNROLL
+      for (int m = -last; m <= last; ++m)
+        a[coefficient_index(k, m)] *= static_cast<Real>(expansion_inverse_scale(k, m));
+    }
+  }
+  m2l_z_sums<P>(order, rinv, a);
+  KFMM_PRAGMA_UNROLL
+  for (int n = 0; n <= p; ++n) {
+    KFMM_PRAGMA_UNROLL
+    for (int m = -n; m <= n; ++m) {
+      const int am = m < 0 ? -m : m;
+      const Real sign_weight = Real(((n + am) & 1) ? -harmonic_weight(m) : harmonic_weight(m));
+      const Real weight =
+          Normalised ? sign_weight * static_cast<Real>(expansion_inverse_scale(n, m)) : sign_weight;
+      a[coefficient_index(n, m)] = weight * (am <= p - n ? a[coefficient_index(n, m)] : Real(0));
     }
   }
 }

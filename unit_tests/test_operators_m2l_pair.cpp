@@ -170,3 +170,27 @@ TEST_CASE("M2L adds to the local and is exact on the z axis", "[operators][m2l]"
     CHECK(kfmm_test::ops::degree_errors(p, L.data(), expected.data()) < 1e-15);
   }
 }
+
+TEST_CASE("the M2L's truncated swaps skip only unread rows and zero columns", "[operators][m2l]") {
+  // rotate_to_z / rotate_from_z with ForM2L = true (SwapRange::rows / columns) around the truncated
+  // z-translation must give exactly what the full swaps give, at every order and in every direction.
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int p = 0; p <= kfmm::max_order; ++p) {
+    const int nc = kfmm::num_coefficients(p);
+    for (int c = 0; c < 20; ++c) {
+      std::vector<double> full(nc), cut(nc);
+      for (int i = 0; i < nc; ++i) full[i] = cut[i] = u(rng);
+      const double dx = c % 5 == 0 ? 0.0 : u(rng), dy = c % 5 == 0 ? 0.0 : u(rng), dz = 1.5 * u(rng);
+      const kfmm::RotationAngles<double> g = kfmm::rotation_angles(dx, dy, dz);
+      kfmm::rotate_to_z<-1, false>(p, g, full.data());
+      kfmm::m2l_z_translate<-1, true>(p, g.rinv, full.data());
+      kfmm::rotate_from_z<-1, false>(p, g, full.data());
+      kfmm::rotate_to_z<-1, true>(p, g, cut.data());
+      kfmm::m2l_z_translate<-1, true>(p, g.rinv, cut.data());
+      kfmm::rotate_from_z<-1, true>(p, g, cut.data());
+      INFO("p = " << p << ", case " << c);
+      for (int i = 0; i < nc; ++i) REQUIRE(cut[i] == full[i]);
+    }
+  }
+}

@@ -320,7 +320,7 @@ KOKKOS_INLINE_FUNCTION void rotate_z(int order, Real c, Real s, Real* a) {
 ///             (the others keep their input, which the z-translation never reads);
 ///  - columns: the swap that starts rotate_from_z after an M2L reads only the columns |k| <= p - n
 ///             (the others are the z-translation's zeros).
-/// At p = 9 the two cut 36 % of the swaps' multiply-adds (the swaps are half of an M2L's), with the same
+/// At p = 9 the two cut 31 % of the swaps' multiply-adds (the swaps are half of an M2L's), with the same
 /// result: nothing but exact zeros and unread rows is skipped.
 enum class SwapRange { full, rows, columns };
 

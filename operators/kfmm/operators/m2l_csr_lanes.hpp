@@ -64,6 +64,28 @@ KOKKOS_FORCEINLINE_FUNCTION void transposed_lanes(const Real* const* M, Pack<Rea
     for (int l = 0; l < W; ++l) a[i].v[l] = M[l][i];
 }
 
+/// The orthogonal swap blocks with a SwapScaling folded in, in the lanes' real type: entry
+/// static_cast<Real>(normalised_swap_coefficient(n, m, k) * swap_scaling<Scaling>(n, m, k)), the value the
+/// GPU's unrolled swaps fold into an immediate. The lanes' loops are not unrolled at high orders, so
+/// without this table each entry cost two table loads, a product and a conversion per call.
+template <class Real>
+struct LaneSwapTable {
+  Real v[swap_table_size];
+};
+template <SwapScaling Scaling, class Real>
+KOKKOS_INLINE_FUNCTION constexpr LaneSwapTable<Real> make_lane_swap_table() {
+  const SwapTable o = make_normalised_swap_table();
+  const ScaleTable d = make_scale_table();
+  LaneSwapTable<Real> t{};
+  for (int n = 0; n <= max_order; ++n)
+    for (int m = -n; m <= n; ++m)
+      for (int k = -n; k <= n; ++k) {
+        const int i = swap_block_offset(n) + (m + n) * (2 * n + 1) + (k + n);
+        t.v[i] = static_cast<Real>(o.v[i] * swap_scaling_from<Scaling>(d, n, m, k));
+      }
+  return t;
+}
+
 /// In place: a_n <- (D B D^{-1})_n a_n for every degree n <= P, W lanes at once: rotation.hpp's
 /// apply_swap written for packs. The generic loop, instantiated with packs, was left to g++'s
 /// unroller: from p = 10 on it produced scalar code (one vmulsd per lane and table entry; M2L 2.9x
@@ -72,24 +94,23 @@ KOKKOS_FORCEINLINE_FUNCTION void transposed_lanes(const Real* const* M, Pack<Rea
 /// is one broadcast per row term, the products are fused multiply-adds and the buffer is not
 /// initialised (every entry is written before it is read).
 /// Range and Scaling: rotation.hpp's SwapRange (the rows an M2L's z-translation reads, the columns it
-/// leaves zero) and SwapScaling (one scalar product per table entry, shared by the W lanes).
+/// leaves zero) and SwapScaling (folded into the table: make_lane_swap_table).
 template <int P, SwapRange Range, SwapScaling Scaling, class Real, int W>
 KOKKOS_FORCEINLINE_FUNCTION void apply_swap_lanes(Pack<Real, W>* a) {
-  static constexpr SwapTable table = make_normalised_swap_table();
+  static constexpr LaneSwapTable<Real> table = make_lane_swap_table<Scaling, Real>();
   Pack<Real, W> tmp[2 * P + 1];
   for (int n = 1; n <= P; ++n) {
     Pack<Real, W>* an = a + n * n + n;  // an[m] is the coefficient (n, m)
-    const double* block = table.v + swap_block_offset(n) + n * (2 * n + 1) + n;  // block[m * (2n+1) + k]
+    const Real* block = table.v + swap_block_offset(n) + n * (2 * n + 1) + n;  // block[m * (2n+1) + k]
     const int last_row = (Range == SwapRange::rows && P - n < n) ? P - n : n;
     const int last_column = (Range == SwapRange::columns && P - n < n) ? P - n : n;
     for (int m = -last_row; m <= last_row; ++m) {
       const int sign = swap_column_sign(n, m);
-      const double* row = block + m * (2 * n + 1);
+      const Real* row = block + m * (2 * n + 1);
       Pack<Real, W> acc(Real(0));
       for (int j = swap_first_column(n, m); j <= last_column; j += 2) {
         const int k = sign * j;
-        const Real c = static_cast<Real>(
-            Scaling == SwapScaling::none ? row[k] : row[k] * swap_scaling<Scaling>(n, m, k));
+        const Real c = row[k];
         for (int l = 0; l < W; ++l) acc.v[l] = compat::fmadd(c, an[k].v[l], acc.v[l]);
       }
       tmp[m + n] = acc;

@@ -335,21 +335,29 @@ enum class SwapRange { full, rows, columns };
 /// With a compile-time order the entry and its factor are constants, so the product folds into one.
 enum class SwapScaling { none, from_raw, to_raw, from_z_sums };
 
+namespace detail {
+/// The factor of swap entry (n, m, k) under Scaling (see SwapScaling), from the scale table d
+/// (constexpr: the host lanes fold it into their own tables at compile time, m2l_csr_lanes.hpp).
+template <SwapScaling Scaling>
+KOKKOS_INLINE_FUNCTION constexpr double swap_scaling_from(const ScaleTable& d, int n, int m, int k) {
+  if constexpr (Scaling == SwapScaling::from_raw) {
+    return d.scale[coefficient_index(n, k)];
+  } else if constexpr (Scaling == SwapScaling::to_raw) {
+    return d.inverse[coefficient_index(n, m)];
+  } else if constexpr (Scaling == SwapScaling::from_z_sums) {
+    return m2l_z_sign_weight(n, k) * d.inverse[coefficient_index(n, k)];
+  } else {
+    (void)d, (void)n, (void)m, (void)k;
+    return 1.0;
+  }
+}
+}  // namespace detail
+
 /// The factor of swap entry (n, m, k) under Scaling (double; see SwapScaling).
 template <SwapScaling Scaling>
 KOKKOS_FORCEINLINE_FUNCTION double swap_scaling(int n, int m, int k) {
-  if constexpr (Scaling == SwapScaling::from_raw) {
-    return expansion_scale(n, k);
-  } else if constexpr (Scaling == SwapScaling::to_raw) {
-    return expansion_inverse_scale(n, m);
-  } else if constexpr (Scaling == SwapScaling::from_z_sums) {
-    const int ak = k < 0 ? -k : k;
-    const double weight = harmonic_weight(k);
-    return (((n + ak) & 1) ? -weight : weight) * expansion_inverse_scale(n, k);
-  } else {
-    (void)n, (void)m, (void)k;
-    return 1.0;
-  }
+  static constexpr detail::ScaleTable table = detail::make_scale_table();
+  return detail::swap_scaling_from<Scaling>(table, n, m, k);
 }
 
 /// In place: a_n <- (D B D^{-1})_n a_n for every degree n of an expansion of order p, on

@@ -36,6 +36,12 @@ KOKKOS_INLINE_FUNCTION constexpr int harmonic_weight(int m) {
   return m == 0 ? 1 : 2;
 }
 
+/// Signed weight (-1)^(n+|m|) w_m of the M2L along +z (translation_z.hpp, m2l_z_translate:
+/// L_n^m = (-1)^(n+|m|) w_m S_n^m); rotation.hpp folds it into the swap after the z-translation.
+KOKKOS_INLINE_FUNCTION constexpr int m2l_z_sign_weight(int n, int m) {
+  return ((n + (m < 0 ? -m : m)) & 1) ? -harmonic_weight(m) : harmonic_weight(m);
+}
+
 namespace detail {
 struct RecurrenceTable {
   double inverse[num_coefficients(max_order)];  // 1 / ((n+m)(n-m)) at slot (n, m >= 0)

@@ -81,7 +81,7 @@ KOKKOS_INLINE_FUNCTION void m2l_z_translate(int order, Real rinv, Real* a) {
     KFMM_PRAGMA_UNROLL
     for (int m = -n; m <= n; ++m) {
       const int am = m < 0 ? -m : m;
-      const Real sign_weight = Real(((n + am) & 1) ? -harmonic_weight(m) : harmonic_weight(m));
+      const Real sign_weight = Real(m2l_z_sign_weight(n, m));
       const Real weight =
           Normalised ? sign_weight * static_cast<Real>(expansion_inverse_scale(n, m)) : sign_weight;
       a[coefficient_index(n, m)] = weight * (am <= p - n ? a[coefficient_index(n, m)] : Real(0));

@@ -10,10 +10,12 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "backends.hpp"
+#include "kfmm/operators/m2l_csr_lanes.hpp"
 #include "kfmm/operators/m2l_pair.hpp"
 #include "test_operators_common.hpp"
 
@@ -193,4 +195,37 @@ TEST_CASE("the M2L's truncated swaps skip only unread rows and zero columns", "[
       for (int i = 0; i < nc; ++i) REQUIRE(cut[i] == full[i]);
     }
   }
+}
+
+namespace {
+template <kfmm::SwapScaling Scaling, class Real>
+void check_lane_swap_table() {
+  static constexpr auto table = kfmm::detail::make_lane_swap_table<Scaling, Real>();
+  for (int n = 0; n <= kfmm::max_order; ++n)
+    for (int m = -n; m <= n; ++m)
+      for (int k = -n; k <= n; ++k) {
+        const int i = kfmm::detail::swap_block_offset(n) + (m + n) * (2 * n + 1) + (k + n);
+        const Real expected = static_cast<Real>(kfmm::normalised_swap_coefficient(n, m, k) *
+                                                kfmm::swap_scaling<Scaling>(n, m, k));
+        INFO("scaling " << static_cast<int>(Scaling) << ", n " << n << ", m " << m << ", k " << k);
+        REQUIRE(table.v[i] == expected);
+      }
+}
+}  // namespace
+
+TEST_CASE("the host lanes' swap tables hold each scaled entry rounded once", "[operators][m2l]") {
+  // make_lane_swap_table folds the scalings at compile time; the lanes must see exactly the values the
+  // GPU's unrolled swaps fold into immediates (swap entry times swap_scaling, rounded to Real once).
+  check_lane_swap_table<kfmm::SwapScaling::none, double>();
+  check_lane_swap_table<kfmm::SwapScaling::from_raw, double>();
+  check_lane_swap_table<kfmm::SwapScaling::to_raw, double>();
+  check_lane_swap_table<kfmm::SwapScaling::from_z_sums, double>();
+  check_lane_swap_table<kfmm::SwapScaling::from_z_sums, float>();
+  check_lane_swap_table<kfmm::SwapScaling::from_raw, float>();
+  // The z-translation's signed weight, (-1)^(n+|m|) w_m, which from_z_sums folds in.
+  for (int n = 0; n <= kfmm::max_order; ++n)
+    for (int m = -n; m <= n; ++m) {
+      const int expected = ((n + std::abs(m)) % 2 == 0 ? 1 : -1) * (m == 0 ? 1 : 2);
+      CHECK(kfmm::m2l_z_sign_weight(n, m) == expected);
+    }
 }

@@ -463,6 +463,19 @@ TEMPLATE_LIST_TEST_CASE("Solver rejects bad inputs with clear messages", "[solve
 }
 
 // Float on the default backend only (each Solver instantiation costs compile time).
+TEMPLATE_LIST_TEST_CASE("Solver uses the backend's default leaf size unless one is given", "[solver][api]",
+                        kfmm_test::ExecutionSpaces) {
+  kfmm::Options o;
+  o.tolerance = 1e-4;
+  const kfmm::Solver<TestType, float> f(o);
+  CHECK(f.chosen_order() <= 8);  // float's automatic orders stop at 8
+  CHECK(f.chosen_leaf_size() == kfmm::default_leaf_size<TestType>(f.chosen_order()));
+  const kfmm::Solver<TestType, double> d(o);
+  CHECK(d.chosen_leaf_size() == kfmm::default_leaf_size<TestType>(d.chosen_order()));
+  o.leaf_size = 37;  // an explicit leaf size is honoured as given
+  CHECK(kfmm::Solver<TestType, double>(o).chosen_leaf_size() == 37);
+}
+
 TEST_CASE("Solver in float reaches its documented floor", "[solver][accuracy]") {
   using Space = Kokkos::DefaultExecutionSpace;
   const double floor = kfmm::precision_floor<float>();

@@ -162,11 +162,19 @@ TEST_CASE("The tolerance rule honours a fixed order or theta or fails loudly", "
 
 TEST_CASE("The tolerance rule keeps to the backend's compile-time orders while they can meet it",
           "[solver][tolerance]") {
-  // Host backends compile the M2L up to p 16 in double, GPUs up to 10, float everywhere up to 10.
+  // Host backends compile the M2L up to p 16 in double, GPUs up to 10; float stops at 8 everywhere.
   CHECK(kfmm::highest_automatic_order<double, Kokkos::DefaultHostExecutionSpace>() ==
         kfmm::detail::max_host_double_static_order);
-  CHECK(kfmm::highest_automatic_order<float, Kokkos::DefaultHostExecutionSpace>() ==
-        kfmm::detail::max_static_order);
+  CHECK(kfmm::highest_automatic_order<float, Kokkos::DefaultHostExecutionSpace>() == 8);
+  CHECK(kfmm::highest_automatic_order<float, Kokkos::DefaultExecutionSpace>() == 8);
+  // Float's whole range of tolerances stays within p 8.
+  for (const double tol : {1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, kfmm::precision_floor<float>()}) {
+    INFO("float tolerance " << tol);
+    const auto c =
+        kfmm::choose_parameters(tol, std::nullopt, std::nullopt, kfmm::precision_floor<float>(), 8);
+    CHECK(c.order <= 8);
+    CHECK(c.predicted_error * kfmm::detail::calibration::safety <= tol);
+  }
   const double floor = kfmm::precision_floor<double>();
   for (const double tol : {1e-3, 1e-5, 1e-7, 1e-8, 1e-9, 1e-10}) {
     INFO("tolerance " << tol);
@@ -202,4 +210,24 @@ TEST_CASE("The softening margin bounds the softened-unsoftened kernel difference
       CHECK(1.5 * eps * eps / (x * x) > fraction * tol);
     }
   }
+}
+
+TEST_CASE("Default leaf sizes: the calibration's on host backends, the H200's on GPUs",
+          "[solver][tolerance]") {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Device = Kokkos::DefaultExecutionSpace;
+  for (int p = 0; p <= kfmm::max_order; ++p) {
+    INFO("order " << p);
+    const int calibrated = kfmm::detail::calibration::leaf_size_for_order[p];
+    CHECK(kfmm::default_leaf_size<Host>(p) == calibrated);
+    const int expected = kfmm::detail::is_host_execution_space<Device> ? calibrated
+                         : p <= 8                                      ? 64
+                         : p <= 10                                     ? 80
+                                                                       : calibrated;
+    CHECK(kfmm::default_leaf_size<Device>(p) == expected);
+    // The tolerance rule hands out the backend's leaf size with the order it chose.
+    const auto c = kfmm::choose_parameters<Device>(1e-4, p, 0.3);
+    CHECK(c.leaf_size == expected);
+  }
+  CHECK_THROWS_AS(kfmm::default_leaf_size<Host>(kfmm::max_order + 1), kfmm::Error);
 }

@@ -233,13 +233,13 @@ class Solver {
               " is below the precision floor ", floor, " of ", sizeof(Real) == 4 ? "float" : "double",
               sizeof(Real) == 4 ? " (use double)" : "");
     }
-    const ParameterChoice choice = choose_parameters(options.tolerance, options.order, options.theta, floor,
-                                                     highest_automatic_order<Real, ExecutionSpace>());
+    const ParameterChoice choice =
+        choose_parameters<ExecutionSpace>(options.tolerance, options.order, options.theta, floor,
+                                          highest_automatic_order<Real, ExecutionSpace>());
     options_ = options;
     order_ = choice.order;
     theta_ = choice.theta;
-    // The calibrated leaf sizes balance near and far work on a CPU core (64 at p 0-6, 128 at p 7-11);
-    // they are also the GPU's: the H200's fastest leaves at p 6-8 are 64-128 (docs/benchmarks.md).
+    // The leaf size balances near and far work on this backend (default_leaf_size).
     leaf_size_ = options.leaf_size > 0 ? options.leaf_size : choice.leaf_size;
     predicted_error_ = choice.predicted_error;
     // Explicit (p, theta): keep the softening error below the truncation error the calibration predicts

@@ -29,12 +29,15 @@ constexpr double precision_floor() {
 /// Highest order the tolerance rule picks in precision Real on ExecutionSpace: the M2L's highest
 /// compile-time order there (operators' static_order.hpp: 16 for double on host backends, 10 on GPUs,
 /// where higher orders run the runtime-order kernel with its local in scratch memory and the calibrated
-/// CPU costs would not hold). In float also 10: the unscaled solid harmonics of degree 2p+1 overflow
-/// between strongly clustered nodes beyond p ~ 11, and float's floor never needs more than p ~ 8. An
-/// explicit Options::order above this is still honoured.
+/// CPU costs would not hold). In float 8: float's floor (1e-5) is within reach of p 8, the calibrated
+/// costs of p 8 and p 9 differ by 0.5-3 % at every float tolerance, and the expansions' range separation
+/// (expansion_range_separation below) grows with p: at p 9 it is 2.7x that of p 8 and sends the
+/// densest node pairs of large clustered inputs to the near field (on one H200, 1e7 Plummer at 1e-4:
+/// p 9 69.1 ms, p 8 56.4 ms; docs/benchmarks.md, "Seventeenth session"). An explicit Options::order
+/// above this is still honoured.
 template <class Real, class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
 constexpr int highest_automatic_order() {
-  return sizeof(Real) <= 4 ? 10 : detail::max_static_order_for<ExecutionSpace, Real>;
+  return sizeof(Real) <= 4 ? 8 : detail::max_static_order_for<ExecutionSpace, Real>;
 }
 
 /// Parameters chosen for an evaluation.
@@ -45,9 +48,19 @@ struct ParameterChoice {
   double predicted_error = 0;  ///< calibrated worst-case relative L2 error of the accelerations
 };
 
-/// Leaf size that balances near and far work for an expansion order (measured with the calibration).
-inline int default_leaf_size(int order) {
+/// Leaf size that balances near and far work for an expansion order on ExecutionSpace, used when
+/// Options::leaf_size is 0. Host backends: the calibration's (the fastest at theta = 0.5 on one CPU
+/// core: 64 up to p 6, 128 at p 7-11, 256 above). GPUs: 64 up to p 8 and 80 at p 9-10, the H200's
+/// fastest at the tolerance rule's thetas (1e6 Plummer in fp32 at p 4-9 and in fp64 at p 9-10, leaves
+/// 48-160; docs/benchmarks.md, "Seventeenth session"), where the CPU's 128 cost 7-12 % at p 7-10; above
+/// p 10 (the GPU's runtime-order M2L) the calibration's.
+template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
+int default_leaf_size(int order) {
   check_order(order);
+  if constexpr (!detail::is_host_execution_space<ExecutionSpace>) {
+    if (order <= 8) return 64;
+    if (order <= 10) return 80;
+  }
   return detail::calibration::leaf_size_for_order[order];
 }
 
@@ -109,11 +122,13 @@ inline double relative_cost(int order, double theta) {
 /// Orders above `highest_order` are used when `order` asks for them, or when no order up to it can meet
 /// the tolerance (then the cheapest order up to max_order that can; a GPU asked for 1e-9 in double
 /// still gets an answer, from its runtime-order kernels). Throws kfmm::Error when the request
-/// cannot be met (tolerance below `floor`, or a fixed order or theta that cannot reach it).
-inline ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {},
-                                         std::optional<double> theta = {},
-                                         double floor = detail::calibration::double_floor,
-                                         int highest_order = max_order) {
+/// cannot be met (tolerance below `floor`, or a fixed order or theta that cannot reach it). The leaf
+/// size is default_leaf_size<ExecutionSpace>'s for the chosen order.
+template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
+ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {},
+                                  std::optional<double> theta = {},
+                                  double floor = detail::calibration::double_floor,
+                                  int highest_order = max_order) {
   using namespace detail::calibration;
   constexpr int nt = sizeof(thetas) / sizeof(thetas[0]);
   ParameterChoice best;
@@ -121,7 +136,7 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
   if (order && theta) {
     best.order = *order;
     best.theta = *theta;
-    best.leaf_size = default_leaf_size(*order);
+    best.leaf_size = default_leaf_size<ExecutionSpace>(*order);
     best.predicted_error = predicted_error(*order, *theta);
     return best;
   }
@@ -137,7 +152,7 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
       const double e = predicted_error(p, *theta);
       const double c = relative_cost(p, *theta);
       if (e <= budget && (best_cost < 0 || c < best_cost)) {
-        best = {p, *theta, default_leaf_size(p), e};
+        best = {p, *theta, default_leaf_size<ExecutionSpace>(p), e};
         best_cost = c;
       }
       continue;
@@ -148,7 +163,7 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
       const double e = predicted_error(p, th);
       const double c = relative_cost(p, th);
       if (e <= budget && (best_cost < 0 || c < best_cost)) {
-        best = {p, th, default_leaf_size(p), e};
+        best = {p, th, default_leaf_size<ExecutionSpace>(p), e};
         best_cost = c;
       }
     };
@@ -164,7 +179,7 @@ inline ParameterChoice choose_parameters(double tolerance, std::optional<int> or
     }
   }
   if (best_cost < 0 && !order && highest_order < max_order) {
-    return choose_parameters(tolerance, order, theta, floor, max_order);
+    return choose_parameters<ExecutionSpace>(tolerance, order, theta, floor, max_order);
   }
   if (best_cost < 0) {
     if (order) {

@@ -50,10 +50,10 @@ struct ParameterChoice {
 
 /// Leaf size that balances near and far work for an expansion order on ExecutionSpace, used when
 /// Options::leaf_size is 0. Host backends: the calibration's (the fastest at theta = 0.5 on one CPU
-/// core: 64 up to p 6, 128 at p 7-11, 256 above). GPUs: 64 up to p 8 and 80 at p 9-10, the H200's
-/// fastest at the tolerance rule's thetas (1e6 Plummer in fp32 at p 4-9 and in fp64 at p 9-10, leaves
-/// 48-160; docs/benchmarks.md, "Seventeenth session"), where the CPU's 128 cost 7-12 % at p 7-10; above
-/// p 10 (the GPU's runtime-order M2L) the calibration's.
+/// core). GPUs: 64 up to p 8 and 80 at p 9-10, the H200's fastest at the tolerance rule's thetas (1e6
+/// Plummer in fp32 at p 4-9 and in fp64 at p 9-10, leaves 48-160; docs/benchmarks.md, "Seventeenth
+/// session"), where the CPU's 128 cost up to 13 %; above p 10 (the GPU's runtime-order M2L) the
+/// calibration's.
 template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
 int default_leaf_size(int order) {
   check_order(order);

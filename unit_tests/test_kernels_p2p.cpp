@@ -300,6 +300,45 @@ TEMPLATE_LIST_TEST_CASE("direct_sum handles coincident points", "[kernels][direc
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("direct_sum refuses non-finite inputs and overflowing coordinates",
+                        "[kernels][direct_sum]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using Mem = typename Space::memory_space;
+  using Catch::Matchers::ContainsSubstring;
+  Space space;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  auto t = kfmm_test::device_ints<Mem>({0, 2}, "targets");
+  Kokkos::View<double* [3], Mem> as("as", 2);
+  Kokkos::View<double*, Mem> ps("ps", 2);
+  const auto run = [&](const HostParticles& p) {
+    auto d = upload<double, Space>(p);
+    kfmm::direct_sum(space, d.x, d.m, 1.0, 0.0, d.a, d.phi);
+    kfmm::direct_sum(space, d.x, d.m, 1.0, 0.0, as, ps, t);  // the sampled overload checks alike
+  };
+  const auto particles = [](double x, double m) {
+    HostParticles p;
+    p.x = {0, 0, 0, 1, 0, 0, 0, x, 0};
+    p.m = {1, m, 1};
+    return p;
+  };
+  run(particles(1e153, 1.0));  // the largest accepted magnitude: finite results
+  CHECK_THROWS_WITH(run(particles(nan, 1.0)), ContainsSubstring("NaN or infinite"));
+  CHECK_THROWS_WITH(run(particles(-inf, 1.0)), ContainsSubstring("NaN or infinite"));
+  CHECK_THROWS_WITH(run(particles(2e153, 1.0)), ContainsSubstring("would overflow double"));
+  CHECK_THROWS_WITH(run(particles(1.0, nan)), ContainsSubstring("1 masses are NaN or infinite"));
+  CHECK_THROWS_WITH(run(particles(1.0, inf)), ContainsSubstring("1 masses are NaN or infinite"));
+  // Accepted inputs give finite sums at the edge of the range.
+  auto p = particles(-1e153, 2.0);
+  auto d = upload<double, Space>(p);
+  kfmm::direct_sum(space, d.x, d.m, 1.0, 0.0, d.a, d.phi);
+  const auto a = kfmm_test::to_host(d.a);
+  const auto phi = kfmm_test::to_host(d.phi);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(std::isfinite(phi(i)));
+    for (int c = 0; c < 3; ++c) CHECK(std::isfinite(a(i, c)));
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("direct_sum on a subset equals the full sum", "[kernels][direct_sum]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;

@@ -10,6 +10,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <limits>
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
@@ -182,6 +183,42 @@ void check_direct_sum_args(const PosView& positions, const MassView& masses, dou
   require(G == G && G > -1e300 && G < 1e300, "direct_sum: G = ", G, " must be finite");
 }
 
+/// Largest coordinate magnitude direct_sum accepts: the double sums form r^2 = dx^2 + dy^2 + dz^2 with
+/// |dx| <= 2 max|x|, which stays finite below 3.8e153; beyond it a pair would give inf - inf = NaN.
+inline constexpr double direct_sum_max_coordinate = 1e153;
+
+/// Refuses non-finite positions or masses and coordinates whose squared distances overflow double
+/// (one pass over the particles: O(N) against the sum's O(N x targets)).
+template <class ExecutionSpace, class PosView, class MassView>
+void check_direct_sum_values(const ExecutionSpace& space, const PosView& positions, const MassView& masses) {
+  const int n = static_cast<int>(positions.extent(0));
+  const double inf = std::numeric_limits<double>::infinity();
+  double largest = 0;  // +inf when a coordinate is NaN or infinite
+  Kokkos::parallel_reduce(
+      "kfmm::direct_sum::check_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(int i, double& widest) {
+        for (int d = 0; d < 3; ++d) {
+          const double v = static_cast<double>(positions(i, d));
+          const double a = (v - v == 0.0) ? (v < 0 ? -v : v) : inf;  // (v - v is NaN for NaN and +-inf)
+          widest = a > widest ? a : widest;
+        }
+      },
+      Kokkos::Max<double>(largest));
+  require(largest < inf, "direct_sum: a position coordinate is NaN or infinite");
+  require(largest <= direct_sum_max_coordinate, "direct_sum: a position coordinate of magnitude ", largest,
+          " exceeds ", direct_sum_max_coordinate,
+          ": squared distances would overflow double (rescale the lengths first)");
+  int bad_masses = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::direct_sum::check_masses", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(int i, int& bad) {
+        const double m = static_cast<double>(masses(i));
+        bad += (m - m == 0.0) ? 0 : 1;
+      },
+      bad_masses);
+  require(bad_masses == 0, "direct_sum: ", bad_masses, " masses are NaN or infinite");
+}
+
 }  // namespace detail
 
 /// O(N^2) reference: OVERWRITES accelerations(i, 0..2) and potentials(i) of every particle i with the
@@ -193,6 +230,7 @@ void direct_sum(const ExecutionSpace& space, const PosView& positions, const Mas
                 double softening, const AccView& accelerations, const PotView& potentials) {
   detail::check_direct_sum_args<ExecutionSpace>(positions, masses, G, softening, accelerations, potentials,
                                                 positions.extent(0));
+  detail::check_direct_sum_values(space, positions, masses);
   Kokkos::View<const int*, typename ExecutionSpace::memory_space> none;
   detail::direct_sum_impl<false>(space, positions, masses, G, softening, none,
                                  static_cast<int>(positions.extent(0)), accelerations, potentials);
@@ -200,7 +238,8 @@ void direct_sum(const ExecutionSpace& space, const PosView& positions, const Mas
 
 /// O(N^2) reference on a sample of targets: OVERWRITES accelerations(k, .) and potentials(k) with the
 /// field at particle targets(k) of all particles j != targets(k). Outputs are sized like `targets`.
-/// Throws kfmm::Error when a target index is outside [0, N).
+/// Throws kfmm::Error when a target index is outside [0, N). Both overloads refuse NaN or infinite
+/// positions and masses, and coordinates above 1e153 in magnitude (squared distances overflow double).
 template <class ExecutionSpace, class PosView, class MassView, class AccView, class PotView>
 void direct_sum(const ExecutionSpace& space, const PosView& positions, const MassView& masses, double G,
                 double softening, const AccView& accelerations, const PotView& potentials,
@@ -214,6 +253,7 @@ void direct_sum(const ExecutionSpace& space, const PosView& positions, const Mas
       "kfmm::direct_sum::check_targets", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nt),
       KOKKOS_LAMBDA(int k, int& count) { count += (targets(k) < 0 || targets(k) >= n) ? 1 : 0; }, bad);
   require(bad == 0, "direct_sum: ", bad, " of the ", nt, " target indices are outside [0, ", n, ")");
+  detail::check_direct_sum_values(space, positions, masses);
   detail::direct_sum_impl<true>(space, positions, masses, G, softening, targets, nt, accelerations,
                                 potentials);
 }

@@ -462,7 +462,6 @@ TEMPLATE_LIST_TEST_CASE("Solver rejects bad inputs with clear messages", "[solve
   CHECK_THROWS_AS((kfmm::Solver<Space, double>(tight)), kfmm::Error);
 }
 
-// Float on the default backend only (each Solver instantiation costs compile time).
 TEMPLATE_LIST_TEST_CASE("Solver uses the backend's default leaf size unless one is given", "[solver][api]",
                         kfmm_test::ExecutionSpaces) {
   kfmm::Options o;
@@ -476,6 +475,7 @@ TEMPLATE_LIST_TEST_CASE("Solver uses the backend's default leaf size unless one 
   CHECK(kfmm::Solver<TestType, double>(o).chosen_leaf_size() == 37);
 }
 
+// Float on the default backend only (each Solver instantiation costs compile time).
 TEST_CASE("Solver in float reaches its documented floor", "[solver][accuracy]") {
   using Space = Kokkos::DefaultExecutionSpace;
   const double floor = kfmm::precision_floor<float>();

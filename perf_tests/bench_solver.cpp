@@ -24,9 +24,10 @@
 //   leaf_size: [0]                    # 0 = the solver's choice
 //   precision: [fp64, fp32]
 //   softening: [0]
+//   concentration_ratio: [0.1]        # the walk's rule for compact masses (0: off)
 //   targets: 4096
 // or, instead of the lists n, tolerance, order, theta, leaf_size and precision, explicit points (one line
-// each; every distribution and softening listed runs each point):
+// each; every distribution, softening and concentration_ratio listed runs each point):
 //   case: [200000, 7, 0.72, 64, fp32]  # n, order, theta, leaf_size, precision
 #include <Kokkos_Core.hpp>
 
@@ -62,6 +63,7 @@ struct Sweep {
   std::vector<double> leaf_size{0};
   std::vector<std::string> precision{"fp64"};
   std::vector<double> softening{0};
+  std::vector<double> concentration_ratio{kfmm::Options().concentration_ratio};
   int targets = 4096;
   int stage_repetitions = 5;  ///< evaluations whose stage times give the medians (after two warm-ups)
   struct Point {
@@ -164,16 +166,20 @@ Sweep read_sweep(const std::string& path) {
       s.precision = items;
     } else if (key == "softening") {
       s.softening = numbers();
+    } else if (key == "concentration_ratio") {
+      s.concentration_ratio = numbers();
+      for (double r : s.concentration_ratio) {
+        kfmm::require(r >= 0 && r <= 1, path, ":", number, ": concentration_ratio ", r, " is outside [0, 1]");
+      }
     } else if (key == "targets") {
       s.targets = static_cast<int>(numbers().at(0));
     } else if (key == "stage_repetitions") {
       s.stage_repetitions = static_cast<int>(numbers().at(0));
       kfmm::require(s.stage_repetitions >= 1, path, ":", number, ": stage_repetitions must be >= 1");
     } else {
-      kfmm::require(
-          false, path, ":", number, ": unknown key '", key,
-          "' (known: n, distribution, tolerance, order, theta, leaf_size, precision, softening, targets, "
-          "stage_repetitions, case)");
+      kfmm::require(false, path, ":", number, ": unknown key '", key,
+                    "' (known: n, distribution, tolerance, order, theta, leaf_size, precision, softening, "
+                    "concentration_ratio, targets, stage_repetitions, case)");
     }
   }
   kfmm::require(s.order.empty() == s.theta.empty(), path, ": give both order and theta, or neither");
@@ -355,21 +361,26 @@ struct Case {
   int leaf_size = 0;
   bool fp32 = false;
   double softening = 0;
+  double concentration_ratio = kfmm::Options().concentration_ratio;
   int targets = 4096;
   int stage_repetitions = 5;
 
   std::string name() const {
+    char suffix[64] = "";
+    if (concentration_ratio != kfmm::Options().concentration_ratio) {
+      std::snprintf(suffix, sizeof suffix, "/conc:%g", concentration_ratio);
+    }
     char buf[256];
     if (order >= 0) {
-      std::snprintf(buf, sizeof buf, "solver/%s/n:%d/p:%d/theta:%g/leaf:%s/%s%s", distribution.c_str(), n,
+      std::snprintf(buf, sizeof buf, "solver/%s/n:%d/p:%d/theta:%g/leaf:%s/%s%s%s", distribution.c_str(), n,
                     order, theta, leaf_size > 0 ? std::to_string(leaf_size).c_str() : "auto",
                     fp32 ? "fp32" : "fp64",
-                    softening > 0 ? ("/soft:" + std::to_string(softening)).c_str() : "");
+                    softening > 0 ? ("/soft:" + std::to_string(softening)).c_str() : "", suffix);
     } else {
-      std::snprintf(buf, sizeof buf, "solver/%s/n:%d/tol:%.0e/leaf:%s/%s%s", distribution.c_str(), n,
+      std::snprintf(buf, sizeof buf, "solver/%s/n:%d/tol:%.0e/leaf:%s/%s%s%s", distribution.c_str(), n,
                     tolerance, leaf_size > 0 ? std::to_string(leaf_size).c_str() : "auto",
                     fp32 ? "fp32" : "fp64",
-                    softening > 0 ? ("/soft:" + std::to_string(softening)).c_str() : "");
+                    softening > 0 ? ("/soft:" + std::to_string(softening)).c_str() : "", suffix);
     }
     return buf;
   }
@@ -389,6 +400,7 @@ void run_case(benchmark::State& state, const Case& c) {
   }
   options.leaf_size = c.leaf_size;
   options.softening = c.softening;
+  options.concentration_ratio = c.concentration_ratio;
 
   const int n = c.n;
   const long long bytes_before = g_tools.live_bytes;
@@ -512,15 +524,18 @@ void register_sweep(const Sweep& s) {
     for (const auto& dist : s.distribution) {
       for (const auto& point : s.cases) {
         for (double soft : s.softening) {
-          Case c = common;
-          c.distribution = dist;
-          c.n = point.n;
-          c.order = point.order;
-          c.theta = point.theta;
-          c.leaf_size = point.leaf_size;
-          c.fp32 = point.precision == "fp32";
-          c.softening = soft;
-          register_case(c);
+          for (double ratio : s.concentration_ratio) {
+            Case c = common;
+            c.distribution = dist;
+            c.n = point.n;
+            c.order = point.order;
+            c.theta = point.theta;
+            c.leaf_size = point.leaf_size;
+            c.fp32 = point.precision == "fp32";
+            c.softening = soft;
+            c.concentration_ratio = ratio;
+            register_case(c);
+          }
         }
       }
     }
@@ -544,19 +559,22 @@ void register_sweep(const Sweep& s) {
           if (acc.first < 0 && acc.second < floor) continue;  // below the precision's floor
           for (double leaf : s.leaf_size) {
             for (double soft : s.softening) {
-              Case c = common;
-              c.distribution = dist;
-              c.n = static_cast<int>(n);
-              c.order = acc.first;
-              if (acc.first >= 0) {
-                c.theta = acc.second;
-              } else {
-                c.tolerance = acc.second;
+              for (double ratio : s.concentration_ratio) {
+                Case c = common;
+                c.distribution = dist;
+                c.n = static_cast<int>(n);
+                c.order = acc.first;
+                if (acc.first >= 0) {
+                  c.theta = acc.second;
+                } else {
+                  c.tolerance = acc.second;
+                }
+                c.leaf_size = static_cast<int>(leaf);
+                c.fp32 = prec == "fp32";
+                c.softening = soft;
+                c.concentration_ratio = ratio;
+                register_case(c);
               }
-              c.leaf_size = static_cast<int>(leaf);
-              c.fp32 = prec == "fp32";
-              c.softening = soft;
-              register_case(c);
             }
           }
         }

@@ -55,10 +55,18 @@ TEST_CASE("Options validation names the bad field", "[solver][options]") {
   o = kfmm::Options();
   o.G = nan;
   CHECK_THAT(error_of(o), ContainsSubstring("G"));
+  for (double r : {-0.1, 1.5, nan}) {
+    o = kfmm::Options();
+    o.concentration_ratio = r;
+    CHECK_THAT(error_of(o), ContainsSubstring("concentration_ratio") && ContainsSubstring("[0, 1]"));
+  }
   o = kfmm::Options();
   o.order = 16;
   o.theta = 0.999;
-  o.G = -2;  // negative G (repulsive) is allowed
+  o.G = -2;                   // negative G (repulsive) is allowed
+  o.concentration_ratio = 0;  // (the plain MAC)
+  CHECK(error_of(o).empty());
+  o.concentration_ratio = 1;
   CHECK(error_of(o).empty());
 }
 

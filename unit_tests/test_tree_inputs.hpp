@@ -119,7 +119,7 @@ struct HostTree {
   int max_leaf_particles = 0;
   std::vector<int> level_offsets, permutation, parent, first_child, num_children, level, leaves, begin, end;
   std::vector<kfmm::MortonKey> keys;
-  std::vector<Real> positions, masses, centres, radii, node_masses;
+  std::vector<Real> positions, masses, centres, radii, node_masses, node_abs_masses;
 
   template <class Space>
   explicit HostTree(const kfmm::Octree<Space, Real>& t)
@@ -147,6 +147,7 @@ struct HostTree {
     masses = vec(t.masses);
     radii = vec(t.radii);
     node_masses = vec(t.node_masses);
+    node_abs_masses = vec(t.node_abs_masses);
     auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.positions);
     auto hc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.centres);
     auto hr = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), t.ranges);

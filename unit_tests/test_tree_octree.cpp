@@ -182,6 +182,8 @@ void check_moments(const Input& in, const HostTree<Real>& t) {
     }
     REQUIRE(std::fabs(static_cast<double>(t.node_masses[k]) - static_cast<double>(m)) <=
             4 * eps * static_cast<double>(am) + 1e-300);
+    REQUIRE(std::fabs(static_cast<double>(t.node_abs_masses[k]) - static_cast<double>(am)) <=
+            4 * eps * static_cast<double>(am) + 1e-300);
     // Radius: a bound on every particle distance from the stored centre...
     double exact = 0;
     for (int s = t.begin[k]; s < t.end[k]; ++s) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -52,7 +53,8 @@ template <class Real>
 bool mac(const HostTree<Real>& t, int a, int b, const kfmm::WalkOptions& o) {
   const double ca[3] = {t.centres[3 * a], t.centres[3 * a + 1], t.centres[3 * a + 2]};
   const double cb[3] = {t.centres[3 * b], t.centres[3 * b + 1], t.centres[3 * b + 2]};
-  return kfmm::mac_accepts(ca, t.radii[a], cb, t.radii[b], o.theta * o.theta, o.min_separation);
+  return kfmm::walk_accepts(ca, t.radii[a], t.node_abs_masses[a], cb, t.radii[b], t.node_abs_masses[b],
+                            o.theta * o.theta, o.min_separation, o.concentration_ratio);
 }
 
 /// Every invariant of the lists of tree t.
@@ -150,6 +152,77 @@ TEST_CASE("mac_accepts is the opening-angle criterion with a separation floor", 
   REQUIRE(accepted > 1000);
   const double c[3] = {0.5, 0.5, 0.5};
   REQUIRE_FALSE(kfmm::mac_accepts(c, 0, c, 0, 0.25, 0));  // coincident centres are never far
+}
+
+TEST_CASE("concentration_accepts caps the partner of a heavier compact node at theta d / 2", "[tree][walk]") {
+  const double theta = 0.6, t2 = theta * theta, d = 2, d2 = d * d;  // theta d / 2 = 0.6
+  // A compact heavy source (radius 0.01, mass 1) and a light target of radius 0.7 > 0.6: refused in
+  // both orders; a target of radius 0.6 (the cap) or a rule of ratio 0 accepts.
+  CHECK_FALSE(kfmm::concentration_accepts(d2, 0.7, 0.1, 0.01, 1.0, t2, 0.1));
+  CHECK_FALSE(kfmm::concentration_accepts(d2, 0.01, 1.0, 0.7, 0.1, t2, 0.1));
+  CHECK(kfmm::concentration_accepts(d2, 0.6, 0.1, 0.01, 1.0, t2, 0.1));
+  CHECK(kfmm::concentration_accepts(d2, 0.7, 0.1, 0.01, 1.0, t2, 0.0));
+  // Not compact enough (radius 0.1 is not below 0.1 x 0.7 ... nor 0.07), not heavier, equal masses,
+  // zero masses: accepted.
+  CHECK(kfmm::concentration_accepts(d2, 0.7, 0.1, 0.1, 1.0, t2, 0.1));
+  CHECK(kfmm::concentration_accepts(d2, 0.7, 1.0, 0.01, 0.1, t2, 0.1));
+  CHECK(kfmm::concentration_accepts(d2, 0.7, 1.0, 0.01, 1.0, t2, 0.1));
+  CHECK(kfmm::concentration_accepts(d2, 0.7, 0.0, 0.0, 0.0, t2, 0.1));
+  // A point source (radius 0) is compact for every ratio > 0.
+  CHECK_FALSE(kfmm::concentration_accepts(d2, 0.7, 0.1, 0.0, 1.0, t2, 1e-9));
+  // walk_accepts is mac_accepts and the rule; random cases against the square-root form, symmetric.
+  kfmm_tree_test::Rng rng(23);
+  int refused_by_rule = 0;
+  for (int k = 0; k < 100000; ++k) {
+    double ca[3], cb[3];
+    for (int a = 0; a < 3; ++a) {
+      ca[a] = rng.uniform(-1, 1);
+      cb[a] = rng.uniform(-1, 1);
+    }
+    const double ra = rng.uniform(0, 0.5), rb = k % 3 ? rng.uniform(0, 0.5) : rng.uniform(0, 0.02);
+    const double ma = rng.uniform(0, 1), mb = rng.uniform(0, 1), ratio = k % 4 ? 0.1 : rng.uniform(0, 1);
+    const double th = rng.uniform(0.2, 0.95);
+    const bool mac = kfmm::mac_accepts(ca, ra, cb, rb, th * th, 0);
+    const bool result = kfmm::walk_accepts(ca, ra, ma, cb, rb, mb, th * th, 0, ratio);
+    REQUIRE(result == kfmm::walk_accepts(cb, rb, mb, ca, ra, ma, th * th, 0, ratio));
+    if (!mac) REQUIRE_FALSE(result);
+    const double dd = std::sqrt((ca[0] - cb[0]) * (ca[0] - cb[0]) + (ca[1] - cb[1]) * (ca[1] - cb[1]) +
+                                (ca[2] - cb[2]) * (ca[2] - cb[2]));
+    const double cap = th * dd / 2;
+    const bool a_heavy_compact = ma > mb && ra<ratio * rb, b_heavy_compact = mb> ma && rb < ratio * ra;
+    const bool expect_rule = !(b_heavy_compact && ra > cap) && !(a_heavy_compact && rb > cap);
+    if (std::fabs(ra - cap) > 1e-12 && std::fabs(rb - cap) > 1e-12) REQUIRE(result == (mac && expect_rule));
+    refused_by_rule += mac && !result;
+  }
+  REQUIRE(refused_by_rule > 100);
+}
+
+TEMPLATE_LIST_TEST_CASE("the concentration rule changes the lists of coincident groups only where it must",
+                        "[tree][walk]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  // Off (ratio 0) and at its strongest (ratio 1) the lists keep every invariant.
+  kfmm::WalkOptions off{0.6};
+  off.concentration_ratio = 0;
+  kfmm::WalkOptions strongest{0.6};
+  strongest.concentration_ratio = 1;
+  check_walks<Space, double>(off, {8});
+  check_walks<Space, float>(strongest, {8});
+  // Coincident particles (a radius-0 leaf holding three quarters of the mass): the default rule refuses
+  // far pairs that the plain MAC accepts, so the lists differ; on a uniform input they do not.
+  for (const char* name : {"coincident", "uniform"}) {
+    kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input(name, 3000, 5));
+    const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 16);
+    const HostTree<double> host(tree);
+    const HostList far_off(kfmm::dual_tree_walk(Space(), tree, off).far);
+    const HostList far_on(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.6}).far);
+    INFO(name);
+    const bool same = far_off.sources == far_on.sources && far_off.targets == far_on.targets;
+    if (std::string(name) == "coincident") {
+      REQUIRE_FALSE(same);
+    } else {
+      REQUIRE(same);
+    }
+  }
 }
 
 TEMPLATE_LIST_TEST_CASE("walk lists satisfy the MAC and cover every pair exactly once", "[tree][walk]",

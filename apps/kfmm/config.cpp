@@ -225,6 +225,11 @@ NBodyConfig load_nbody_config(const std::string& path) {
                               keep(v, k);
                               s.G = r.real(v, k);
                             }},
+                           {"concentration_ratio",
+                            [&](const YAML::Node& v, const std::string& k) {
+                              keep(v, k);
+                              s.concentration_ratio = r.real(v, k);
+                            }},
                            {"precision", [&](const YAML::Node& v, const std::string& k) {
                               keep(v, k);
                               s.precision = r.string(v, k);
@@ -315,6 +320,8 @@ NBodyConfig load_nbody_config(const std::string& path) {
   check(s.leaf_size >= 0 && s.leaf_size <= 1000000, "solver.leaf_size",
         "must be in 1..1000000 (or 0 for automatic)");
   check(s.softening >= 0, "solver.softening", "must be >= 0");
+  check(s.concentration_ratio >= 0 && s.concentration_ratio <= 1, "solver.concentration_ratio",
+        "must be in [0, 1] (0: off)");
   check(s.precision == "fp32" || s.precision == "fp64", "solver.precision",
         "must be fp32 or fp64 (got '" + s.precision + "')");
   check(out.snapshot_every >= 0, "output.snapshot_every", "must be >= 0 (0: only the first and last step)");
@@ -342,6 +349,7 @@ std::string nbody_config_help() {
     leaf_size: 0           # 0 = chosen with the order
     softening: 0.0         # Plummer softening length
     G: 1.0
+    concentration_ratio: 0.1  # the walk's rule for compact heavy masses, [0, 1]; 0 = off
     precision: fp64        # fp32 | fp64
   integrator:              # leapfrog kick-drift-kick, fixed step
     time_step: 0.01        # required

@@ -31,6 +31,7 @@ struct NBodyConfig {
     long long leaf_size = 0;
     double softening = 0.0;
     double G = 1.0;
+    double concentration_ratio = 0.1;  ///< kfmm::Options::concentration_ratio
     std::string precision = "fp64";
   } solver;
 

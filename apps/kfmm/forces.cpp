@@ -18,7 +18,8 @@ Arguments declare_forces() {
       "kfmm forces",
       "kfmm forces --input IN.csv --output OUT.csv [--order P --theta T | --tolerance EPS]\n"
       "                   [--leaf-size L] [--softening EPS] [--G G] [--precision fp32|fp64] [--check "
-      "NSAMPLES]",
+      "NSAMPLES]\n"
+      "                   [--concentration-ratio R] [--seed S]",
       "Accelerations and potentials of every particle of IN.csv (header x,y,z,m; masses may be negative)\n"
       "from all the others, by the fast multipole method:\n"
       "  a_i = -G sum_{j!=i} m_j (x_i - x_j) (r^2+eps^2)^(-3/2),  phi_i = -G sum_{j!=i} m_j "
@@ -35,6 +36,8 @@ Arguments declare_forces() {
   a.option("leaf-size", "L", "particles per leaf, >= 1 (default: chosen with the order)");
   a.option("softening", "EPS", "Plummer softening length >= 0 (default 0)");
   a.option("G", "G", "gravitational constant (default 1)");
+  a.option("concentration-ratio", "R",
+           "the walk's concentration rule for compact heavy masses, in [0, 1] (default 0.1; 0: off)");
   a.option("precision", "fp32|fp64", "evaluation precision (default fp64)");
   a.option("check", "NSAMPLES",
            "compare with the direct sum on NSAMPLES random particles and print the error");
@@ -76,6 +79,10 @@ kfmm::Options solver_options(const Arguments& a) {
   o.softening = a.get_double("softening", 0.0);
   if (o.softening < 0) throw UsageError("--softening " + a.get("softening") + " must be >= 0");
   o.G = a.get_double("G", 1.0);
+  o.concentration_ratio = a.get_double("concentration-ratio", o.concentration_ratio);
+  if (!(o.concentration_ratio >= 0 && o.concentration_ratio <= 1)) {
+    throw UsageError("--concentration-ratio " + a.get("concentration-ratio") + " must be in [0, 1]");
+  }
   o.timing = true;
   return o;
 }

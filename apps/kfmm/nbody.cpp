@@ -183,6 +183,7 @@ int run_nbody(const Arguments& a) {
   options.leaf_size = static_cast<int>(sc.leaf_size);
   options.softening = sc.softening;
   options.G = sc.G;
+  options.concentration_ratio = sc.concentration_ratio;
   options.timing = true;
   const Precision precision = precision_from_string(sc.precision);
   if (precision == Precision::fp32 && !sc.tolerance && !(sc.order && sc.theta)) {

@@ -120,6 +120,19 @@ case "$CASE" in
     run 0 forces --input particles.csv --output result.csv --order 4 --theta 0.5 --leaf-size 16 --softening 0.001 --check 200
     expect_out "as given"; expect_out "leaf size 16"
     ;;
+  forces_concentrated)
+    # Two groups of coincident particles (a third of the mass each) in a uniform cloud: the walk's
+    # concentration rule keeps the tolerance; the plain criterion (ratio 0) misses it (docs/tree.md).
+    awk 'BEGIN { s = 12345; n = 1500; print "x,y,z,m";
+      for (i = 0; i < n; i++) {
+        for (k = 0; k < 3; k++) { s = (s * 1103515245 + 12345) % 2147483648; u[k] = s / 2147483648 }
+        g = i % 3; if (g < 2) { u[0] = u[1] = u[2] = (g == 0) ? 0.25 : 0.75 }
+        printf "%.17g,%.17g,%.17g,%.17g\n", u[0], u[1], u[2], 1 / n } }' > particles.csv
+    run 0 forces --input particles.csv --output result.csv --tolerance 1e-4 --check 1500
+    expect_out "within the requested tolerance"
+    run 0 forces --input particles.csv --output result.csv --tolerance 1e-4 --check 1500 --concentration-ratio 0
+    expect_out "ABOVE the requested tolerance"
+    ;;
   forces_bad_input)
     make_cloud 20
     run 1 forces --input missing.csv --output result.csv; expect_err "cannot open 'missing.csv'"; one_line_error
@@ -161,6 +174,7 @@ case "$CASE" in
     EXPECTED_STATUS=2 forces_rejects "--leaf-size 0 must be in 1..1000000" --leaf-size 0
     EXPECTED_STATUS=2 forces_rejects "--leaf-size 2000000 must be in 1..1000000" --leaf-size 2000000
     EXPECTED_STATUS=2 forces_rejects "--softening -1 must be >= 0" --softening -1
+    EXPECTED_STATUS=2 forces_rejects "--concentration-ratio 2 must be in \[0, 1\]" --concentration-ratio 2
     EXPECTED_STATUS=2 forces_rejects "precision 'fp16' is not one of fp32, fp64" --precision fp16
     EXPECTED_STATUS=2 forces_rejects "not all three" --order 4 --theta 0.5 --tolerance 1e-3
     forces_rejects "tolerance = 1e-14 is below the precision floor" --tolerance 1e-14
@@ -252,6 +266,8 @@ EOF
     run 1 nbody --config c.yaml; expect_err "c.yaml:9: key 'integrator.time_step' must be a number, got a list"
     write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: -1/' c.yaml
     run 1 nbody --config c.yaml; expect_err "c.yaml:7: 'solver.softening' must be >= 0"
+    write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: 0.05\n  concentration_ratio: -0.5/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:8: 'solver.concentration_ratio' must be in \[0, 1\]"
     write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  theta: 1.2/' c.yaml
     run 1 nbody --config c.yaml; expect_err "c.yaml:6: 'solver.theta' must be in \(0, 1\)"
     write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  order: 40/' c.yaml

@@ -424,6 +424,7 @@ class Solver {
     WalkOptions walk;
     walk.theta = theta_;
     walk.min_separation = walk_separation(abs_mass);
+    walk.concentration_ratio = options_.concentration_ratio;
     walk_abs_mass_ = abs_mass;
     stats_.range_separation = expansion_range_separation<Real>(order_, abs_mass) / scale_;
     lists_ = Lists_();  // (the last lists view the walk's buffers: let a buffer the walk grows be freed)

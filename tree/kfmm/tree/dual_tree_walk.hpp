@@ -5,7 +5,10 @@
 ///
 /// MAC, on expansion centres c and radii r (double precision): (A, B) is far iff
 ///   r_A + r_B <= theta d  and  d - (r_A + r_B) >= min_separation,  d = |c_A - c_B| > 0,  0 < theta < 1
-/// (theta < 1 also guarantees that a node is never accepted against one of its ancestors).
+/// (theta < 1 also guarantees that a node is never accepted against one of its ancestors), and the
+/// concentration rule (concentration_accepts): when one node is heavier (sum |m|) than the other and
+/// its radius is below `concentration_ratio` times the other's, the other's radius must be at most
+/// theta d / 2.
 /// Otherwise a leaf pair is near; a self pair (A, A) of an internal node opens into all pairs of its
 /// children; else the node with the larger radius is split (a leaf never is; on equal radii the larger
 /// node id), so that (A, B) and (B, A) split the same node and both lists come out symmetric.
@@ -74,6 +77,10 @@ struct WalkOptions {
   double theta = 0.5;
   /// Far pairs also need d - r_A - r_B >= min_separation (the softening floor); finite, >= 0.
   double min_separation = 0;
+  /// Concentration rule (concentration_accepts): a node heavier than its partner and smaller than this
+  /// fraction of its radius (a compact mass: coincident particles, a black hole's leaf) allows the
+  /// partner a radius of at most theta d / 2. In [0, 1]; 0 turns the rule off.
+  double concentration_ratio = 0.1;
 };
 
 /// The multipole acceptance criterion of the walk, on centres (x, y, z) and radii, in double precision:
@@ -87,6 +94,37 @@ KOKKOS_INLINE_FUNCTION bool mac_accepts(const double ca[3], double ra, const dou
   const double r = ra + rb;
   const double rs = r + min_separation;
   return d2 > 0 && r * r <= theta_squared * d2 && rs * rs <= d2;
+}
+
+/// The concentration rule of the walk, for two nodes at squared distance d2 of their centres with radii
+/// ra, rb and absolute masses (sum |m|) ma, mb: false when one node is heavier than the other and its
+/// radius is below `ratio` times the other's while the other's radius exceeds theta d / 2; true
+/// otherwise (always with ratio = 0). Symmetric in a and b.
+///
+/// Why: the calibrated errors of r_A + r_B <= theta d come from pairs whose radii share theta d, so
+/// that a target is at most ~theta d / 2 from its expansion centre. Against a compact source (radius
+/// ~0) the target node may take all of theta d, and the local expansion's truncation error of order p,
+/// ~(r_T / d)^(p+1) of the source's field (the remainder of the Legendre series of 1 / |x - y|), grows
+/// by up to 2^(p+1): where the compact node dominates the field, 28-40x the requested tolerance at 1e-4
+/// (docs/tree.md, "Walk"). A heavier partner ten times smaller is what a smooth distribution rarely
+/// produces (a node ten times smaller holds ~1/1000 of the mass at equal density), so the rule costs
+/// smooth inputs 0-4 % and removes that error.
+KOKKOS_INLINE_FUNCTION bool concentration_accepts(double d2, double ra, double ma, double rb, double mb,
+                                                  double theta_squared, double ratio) {
+  const double cap2 = 0.25 * theta_squared * d2;  // (theta d / 2)^2
+  if (mb > ma && rb < ratio * ra && ra * ra > cap2) return false;
+  if (ma > mb && ra < ratio * rb && rb * rb > cap2) return false;
+  return true;
+}
+
+/// The walk's whole acceptance test: mac_accepts and concentration_accepts (absolute masses ma, mb).
+KOKKOS_INLINE_FUNCTION bool walk_accepts(const double ca[3], double ra, double ma, const double cb[3],
+                                         double rb, double mb, double theta_squared, double min_separation,
+                                         double concentration_ratio) {
+  if (!mac_accepts(ca, ra, cb, rb, theta_squared, min_separation)) return false;
+  const double dx = ca[0] - cb[0], dy = ca[1] - cb[1], dz = ca[2] - cb[2];
+  return concentration_accepts(dx * dx + dy * dy + dz * dz, ra, ma, rb, mb, theta_squared,
+                               concentration_ratio);
 }
 
 /// What a walk did (host values).
@@ -113,14 +151,15 @@ struct InteractionLists {
 
 namespace detail {
 /// A node as the walk reads it, in the tree's precision: 32 bytes (one GPU memory sector) for float
-/// trees, 64 for double. Classify gathers two records per open pair, so their size sets its traffic.
-/// The MAC converts them to double, where float products are exact: the decisions do not depend on
-/// the record's precision beyond the tree's own.
+/// trees, 64 for double (the absolute mass fills what was padding). Classify gathers two records per open
+/// pair, so their size sets its traffic. The MAC converts them to double, where float products are exact: the
+/// decisions do not depend on the record's precision beyond the tree's own.
 template <class Real>
 struct alignas(8 * sizeof(Real)) WalkNode {
   Real centre[3];
   Real radius;
   int first_child, num_children;
+  Real abs_mass;  ///< sum |m| (the concentration rule)
 };
 static_assert(sizeof(WalkNode<float>) == 32 && sizeof(WalkNode<double>) == 64,
               "one walk node record per 32-byte sector (float) or cache line (double)");
@@ -161,11 +200,13 @@ enum WalkAction : unsigned char { kWalkFar, kWalkNear, kWalkSplitTarget, kWalkSp
 template <class Real>
 KOKKOS_INLINE_FUNCTION WalkAction walk_action(const WalkNode<Real>& a, const int t, const WalkNode<Real>& b,
                                               const int s, const double theta_squared,
-                                              const double min_separation) {
+                                              const double min_separation, const double concentration_ratio) {
   if (t == s) return a.num_children == 0 ? kWalkNear : kWalkSplitBoth;
   const double ca[3] = {a.centre[0], a.centre[1], a.centre[2]};
   const double cb[3] = {b.centre[0], b.centre[1], b.centre[2]};
-  if (mac_accepts(ca, a.radius, cb, b.radius, theta_squared, min_separation)) return kWalkFar;
+  if (walk_accepts(ca, a.radius, a.abs_mass, cb, b.radius, b.abs_mass, theta_squared, min_separation,
+                   concentration_ratio))
+    return kWalkFar;
   const bool target_leaf = a.num_children == 0, source_leaf = b.num_children == 0;
   if (target_leaf && source_leaf) return kWalkNear;
   if (target_leaf) return kWalkSplitSource;
@@ -193,6 +234,7 @@ struct WalkPack {
   Kokkos::View<const Real* [3], MemorySpace> centres;
   Kokkos::View<const Real*, MemorySpace> radii;
   Kokkos::View<const int*, MemorySpace> first_child, num_children;
+  Kokkos::View<const Real*, MemorySpace> abs_masses;
   Kokkos::View<unsigned long long*, MemorySpace> queue;
   Kokkos::View<long long*, MemorySpace> state;
   int overflow_at;  // >= 0: seed the planned rounds' state (no pair yet, one open pair, no overflow)
@@ -202,6 +244,7 @@ struct WalkPack {
     node.radius = radii(i);
     node.first_child = first_child(i);
     node.num_children = num_children(i);
+    node.abs_mass = abs_masses(i);
     nodes(i) = node;
     if (i == 0) {
       queue(0) = 0;  // (root, root)
@@ -253,7 +296,7 @@ struct WalkRound {
   Kokkos::View<int*, memory_space> pair_sources;
   Kokkos::View<long long*, memory_space> state;
   TileScan<memory_space> scan;
-  double theta_squared, min_separation;
+  double theta_squared, min_separation, concentration_ratio;
   long long pair_base, next_base;  // counted rounds: where the slice's final and child pairs start
   unsigned near_bit;
   int begin, m;     // open pairs [begin, begin + m) of the queue (planned rounds: m is the capacity)
@@ -294,7 +337,7 @@ struct WalkRound {
         const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
         const WalkNode<Real> a = nodes(t);
         const WalkNode<Real> b = nodes(s);
-        const WalkAction act = walk_action(a, t, b, s, theta_squared, min_separation);
+        const WalkAction act = walk_action(a, t, b, s, theta_squared, min_separation, concentration_ratio);
         target[k] = t;
         source[k] = s;
         action[k] = static_cast<unsigned char>(act);
@@ -478,6 +521,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           " must lie in (0, 1)");
   require(options.min_separation >= 0 && std::isfinite(options.min_separation),
           "dual_tree_walk: min_separation = ", options.min_separation, " must be finite and >= 0");
+  require(options.concentration_ratio >= 0 && options.concentration_ratio <= 1,
+          "dual_tree_walk: concentration_ratio = ", options.concentration_ratio, " must lie in [0, 1]");
   require(ws.slice >= 1 && ws.slice <= detail::max_walk_slice, "dual_tree_walk: workspace slice = ", ws.slice,
           " must lie in [1, 2^24]");
   InteractionLists<memory_space> lists;
@@ -529,9 +574,9 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   detail::reserve_at_least(ws.split, 4, "kfmm::walk::split");
   for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], 1, "kfmm::walk::queue");
   Kokkos::parallel_for("kfmm::walk::pack", Range(space, 0, num_nodes),
-                       detail::WalkPack<memory_space, Real>{nodes, tree.centres, tree.radii, tree.first_child,
-                                                            tree.num_children, ws.queue[0], ws.state,
-                                                            use_plan ? overflow_at : -1});
+                       detail::WalkPack<memory_space, Real>{
+                           nodes, tree.centres, tree.radii, tree.first_child, tree.num_children,
+                           tree.node_abs_masses, ws.queue[0], ws.state, use_plan ? overflow_at : -1});
 
   // One kernel per round (or slice): decide, scan by look-back, write (detail::WalkRound). The team size
   // depends on the kernel alone: queried once per walk, not per round.
@@ -555,6 +600,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     round.state = ws.state;
     round.theta_squared = theta_squared;
     round.min_separation = options.min_separation;
+    round.concentration_ratio = options.concentration_ratio;
     round.pair_base = pair_base;
     round.next_base = next_base;
     round.near_bit = near_bit;

@@ -10,7 +10,7 @@
 ///   internal nodes: min(max over children of |c_child - c| + r_child, distance from c to the farthest
 ///   corner of the node's particle bounding box), a bound that is exact up to the curvature of the
 ///   children's spheres and never looser than the box corner.
-/// - Mass: the sum of the signed masses.
+/// - Mass: the sum of the signed masses; absolute mass: the sum of |m| (the walk's concentration rule).
 /// One kernel does the whole tree: a thread per leaf computes its leaf, then counts itself in at its
 /// parent (an atomic arrival counter); the child that arrives last computes the parent from all its
 /// children and goes on up (the bottom-up scheme of Karras, "Maximizing parallelism in the construction
@@ -104,7 +104,7 @@ struct LeafMoments {
   IntView leaves;
   Centres centres;
   Radii radii;
-  NodeMasses node_masses;
+  NodeMasses node_masses, node_abs_masses;
   MomentSums<MemorySpace> s;
   Point3 origin;
   KOKKOS_INLINE_FUNCTION void operator()(const int k) const {
@@ -151,6 +151,7 @@ struct LeafMoments {
     }
     radii(node) = detail::round_up<Real>(compat::sqrt(r2));
     node_masses(node) = static_cast<Real>(m);
+    node_abs_masses(node) = static_cast<Real>(w);
   }
 };
 
@@ -162,7 +163,7 @@ struct InternalMoments {
   IntView first_child, num_children;
   Centres centres;
   Radii radii;
-  NodeMasses node_masses;
+  NodeMasses node_masses, node_abs_masses;
   MomentSums<MemorySpace> s;
   Point3 origin;
   KOKKOS_INLINE_FUNCTION void operator()(const int node) const {
@@ -223,6 +224,7 @@ struct InternalMoments {
     const double r_box = compat::sqrt(corner2);
     radii(node) = detail::round_up<Real>(r_children < r_box ? r_children : r_box);
     node_masses(node) = static_cast<Real>(m);
+    node_abs_masses(node) = static_cast<Real>(w[0]);
   }
 };
 
@@ -251,8 +253,8 @@ struct BottomUpMoments {
 
 }  // namespace detail
 
-/// Computes centres, radii and masses of every node from particle positions and masses in tree
-/// (sorted) order; `origin_in` is a point near the particles (e.g. the box corner) that the
+/// Computes centres, radii, masses and absolute masses (sum |m|) of every node from particle positions and
+/// masses in tree (sorted) order; `origin_in` is a point near the particles (e.g. the box corner) that the
 /// double-precision weighted sums are taken relative to. `leaves` lists the leaf nodes, `parent` the
 /// parent of every node (-1 for the root); internal nodes are combined from their children (contiguous
 /// ids, 1 to 8 per internal node, as in an octree), each as soon as its last child is done, in one
@@ -263,7 +265,7 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
                           const MassesView& masses, const Ranges& ranges, const IntView& parent,
                           const IntView& first_child, const IntView& num_children, const IntView& leaves,
                           const double origin_in[3], const Centres& centres, const Radii& radii,
-                          const NodeMasses& node_masses,
+                          const NodeMasses& node_masses, const NodeMasses& node_abs_masses,
                           MomentSums<typename ExecutionSpace::memory_space>& sums) {
   using memory_space = typename ExecutionSpace::memory_space;
   const int num_nodes = static_cast<int>(ranges.extent(0));
@@ -280,8 +282,9 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
   Kokkos::parallel_for(
       "kfmm::moments", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves),
       detail::BottomUpMoments<Leaf, Internal, IntView, memory_space>{
-          Leaf{positions, masses, ranges, leaves, centres, radii, node_masses, s, origin},
-          Internal{first_child, num_children, centres, radii, node_masses, s, origin}, parent, s.arrivals});
+          Leaf{positions, masses, ranges, leaves, centres, radii, node_masses, node_abs_masses, s, origin},
+          Internal{first_child, num_children, centres, radii, node_masses, node_abs_masses, s, origin},
+          parent, s.arrivals});
 }
 
 }  // namespace kfmm

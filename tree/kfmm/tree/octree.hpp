@@ -95,7 +95,10 @@ struct Octree {
   Kokkos::View<Real* [3], memory_space> centres;  ///< expansion centres (|m|-weighted COM)
   Kokkos::View<Real*, memory_space> radii;        ///< max particle distance from the centre (bound)
   Kokkos::View<Real*, memory_space> node_masses;  ///< sum of the particle masses of each node
-  MortonFrame frame;                              ///< the cube the keys quantise
+  /// Sum of |m| over each node's particles (equal to node_masses for gravity; the walk's
+  /// concentration rule compares them).
+  Kokkos::View<Real*, memory_space> node_abs_masses;
+  MortonFrame frame;  ///< the cube the keys quantise
   /// The box of the positions as the caller passed them (before build_octree's position_scale).
   BoundingBox box;
   /// Sum of |m| over the particles, from the build's box reduction or update_moments; -1 when the
@@ -314,8 +317,8 @@ void permute_to_caller_order(const ExecutionSpace& space, const Octree<Execution
                        detail::PermuteRows<decltype(perm), In, Out, /*to_caller=*/true>{perm, in, out, cols});
 }
 
-/// Recomputes centres, radii and node masses for new masses (given in the caller's order) on the same
-/// topology: no re-sort, one gather and the bottom-up pass (one kernel).
+/// Recomputes centres, radii and node (absolute) masses for new masses (given in the caller's order) on the
+/// same topology: no re-sort, one gather and the bottom-up pass (one kernel).
 template <class ExecutionSpace, class Real, class MassesView>
 void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& tree,
                     const MassesView& masses) {
@@ -330,7 +333,7 @@ void update_moments(const ExecutionSpace& space, Octree<ExecutionSpace, Real>& t
   MomentSums<typename ExecutionSpace::memory_space> sums;
   compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.parent, tree.first_child,
                        tree.num_children, tree.leaves, tree.frame.lo, tree.centres, tree.radii,
-                       tree.node_masses, sums);
+                       tree.node_masses, tree.node_abs_masses, sums);
 }
 
 /// Reusable temporaries of build_octree (grown on demand), so that repeated builds allocate little.
@@ -556,6 +559,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   detail::resize_exact(tree.centres, m, "kfmm::octree::centres");
   detail::resize_exact(tree.radii, m, "kfmm::octree::radii");
   detail::resize_exact(tree.node_masses, m, "kfmm::octree::node_masses");
+  detail::resize_exact(tree.node_abs_masses, m, "kfmm::octree::node_abs_masses");
   if (n == 0) return;
   {
     topology.ranges = tree.ranges;
@@ -575,7 +579,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   // 4. Moments.
   compute_node_moments(space, tree.positions, tree.masses, tree.ranges, tree.parent, tree.first_child,
                        tree.num_children, tree.leaves, tree.frame.lo, tree.centres, tree.radii,
-                       tree.node_masses, workspace.sums);
+                       tree.node_masses, tree.node_abs_masses, workspace.sums);
 }
 
 /// Builds a new octree (see the overload above); allocates everything for this call.

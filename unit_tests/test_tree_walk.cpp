@@ -189,7 +189,8 @@ TEST_CASE("concentration_accepts caps the partner of a heavier compact node at t
     const double dd = std::sqrt((ca[0] - cb[0]) * (ca[0] - cb[0]) + (ca[1] - cb[1]) * (ca[1] - cb[1]) +
                                 (ca[2] - cb[2]) * (ca[2] - cb[2]));
     const double cap = th * dd / 2;
-    const bool a_heavy_compact = ma > mb && ra<ratio * rb, b_heavy_compact = mb> ma && rb < ratio * ra;
+    const bool a_heavy_compact = (ma > mb) && (ra < ratio * rb);
+    const bool b_heavy_compact = (mb > ma) && (rb < ratio * ra);
     const bool expect_rule = !(b_heavy_compact && ra > cap) && !(a_heavy_compact && rb > cap);
     if (std::fabs(ra - cap) > 1e-12 && std::fabs(rb - cap) > 1e-12) REQUIRE(result == (mac && expect_rule));
     refused_by_rule += mac && !result;

@@ -187,14 +187,18 @@ TEMPLATE_LIST_TEST_CASE("Solver handles degenerate inputs", "[solver][accuracy]"
     // (kfmm::concentration_accepts). With the rule off the error is ~30x the tolerance at 1e-4 (measured
     // 2.8e-3), which shows that this input exercises the rule.
     o.softening = 0;
-    std::tie(err, perr) = solve_and_compare<Space>(coincident, o);
+    kfmm::Statistics on, off;
+    std::tie(err, perr) = solve_and_compare<Space>(coincident, o, &on);
     INFO("coincident, unsoftened, tolerance " << tol << ": error " << err);
     CHECK(err <= tol);
+    CHECK(on.concentration_ratio == o.concentration_ratio);
     if (tol == 1e-4) {
       o.concentration_ratio = 0;
-      std::tie(err, perr) = solve_and_compare<Space>(coincident, o);
+      std::tie(err, perr) = solve_and_compare<Space>(coincident, o, &off);
       INFO("coincident, unsoftened, concentration rule off: error " << err);
       CHECK(err > 3 * tol);
+      CHECK(off.concentration_ratio == 0);
+      CHECK(off.near_pairs < on.near_pairs);  // (the rule sends pairs to the near field)
     }
   }
   // N = 0, 1, 2.

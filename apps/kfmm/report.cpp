@@ -7,6 +7,7 @@
 
 #include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/core/version.hpp"
+#include "kfmm/drivers/options.hpp"
 
 namespace kfmm_cli {
 
@@ -42,6 +43,14 @@ std::string parameters_line(const kfmm::Statistics& st) {
     s << " (as given; calibrated error " << printf_string("%.2g", st.predicted_error) << ")";
   }
   if (st.min_separation > 0) s << ", softening margin " << printf_string("%.3g", st.min_separation);
+  // (the concentration rule, named when it is not the default's)
+  if (st.concentration_ratio != kfmm::Options().concentration_ratio) {
+    if (st.concentration_ratio > 0) {
+      s << ", concentration ratio " << st.concentration_ratio;
+    } else {
+      s << ", concentration rule off";
+    }
+  }
   // (shown when it reaches a millionth of the box and exceeds the softening margin: float at high orders)
   if (st.range_separation * st.length_scale > 1e-6 && st.range_separation > st.min_separation) {
     s << ", range margin " << printf_string("%.3g", st.range_separation);

@@ -132,6 +132,7 @@ case "$CASE" in
     expect_out "within the requested tolerance"
     run 0 forces --input particles.csv --output result.csv --tolerance 1e-4 --check 1500 --concentration-ratio 0
     expect_out "ABOVE the requested tolerance"
+    expect_out "concentration rule off"
     ;;
   forces_bad_input)
     make_cloud 20

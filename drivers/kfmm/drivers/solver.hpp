@@ -403,6 +403,7 @@ class Solver {
     stats_.theta = theta_;
     stats_.leaf_size = leaf_size_;
     stats_.min_separation = min_separation_;
+    stats_.concentration_ratio = options_.concentration_ratio;
     stats_.parameters_from_tolerance = !options_.explicit_parameters();
     stats_.tolerance = options_.tolerance;
     stats_.predicted_error = predicted_error_;

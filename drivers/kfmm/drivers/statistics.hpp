@@ -37,10 +37,11 @@ inline const char* stage_name(Stage s) {
 /// Statistics of the last evaluation (evaluate or reevaluate) of a kfmm::Solver.
 struct Statistics {
   // Parameters used.
-  int order = 0;              ///< expansion order p
-  double theta = 0;           ///< opening angle
-  int leaf_size = 0;          ///< maximum particles per leaf
-  double min_separation = 0;  ///< smallest particle distance of a far pair (softening margin)
+  int order = 0;                   ///< expansion order p
+  double theta = 0;                ///< opening angle
+  int leaf_size = 0;               ///< maximum particles per leaf
+  double min_separation = 0;       ///< smallest particle distance of a far pair (softening margin)
+  double concentration_ratio = 0;  ///< the walk's concentration rule (Options::concentration_ratio; 0: off)
   /// Smallest distance of a far node pair that keeps the expansions inside the precision's range
   /// (kfmm::expansion_range_separation, in the caller's lengths); closer pairs go to P2P.
   double range_separation = 0;

@@ -515,6 +515,14 @@ void register_case(const Case& c) {
   if (kfmm_bench::tiny()) b->Iterations(2);
 }
 
+/// Registers case c once per concentration ratio of the sweep.
+void register_case_per_ratio(Case c, const Sweep& s) {
+  for (double ratio : s.concentration_ratio) {
+    c.concentration_ratio = ratio;
+    register_case(c);
+  }
+}
+
 void register_sweep(const Sweep& s) {
   for (const auto& dist : s.distribution) kfmm::distribution_from_string(dist);  // (refuses unknown names)
   Case common;
@@ -524,18 +532,15 @@ void register_sweep(const Sweep& s) {
     for (const auto& dist : s.distribution) {
       for (const auto& point : s.cases) {
         for (double soft : s.softening) {
-          for (double ratio : s.concentration_ratio) {
-            Case c = common;
-            c.distribution = dist;
-            c.n = point.n;
-            c.order = point.order;
-            c.theta = point.theta;
-            c.leaf_size = point.leaf_size;
-            c.fp32 = point.precision == "fp32";
-            c.softening = soft;
-            c.concentration_ratio = ratio;
-            register_case(c);
-          }
+          Case c = common;
+          c.distribution = dist;
+          c.n = point.n;
+          c.order = point.order;
+          c.theta = point.theta;
+          c.leaf_size = point.leaf_size;
+          c.fp32 = point.precision == "fp32";
+          c.softening = soft;
+          register_case_per_ratio(c, s);
         }
       }
     }
@@ -559,22 +564,19 @@ void register_sweep(const Sweep& s) {
           if (acc.first < 0 && acc.second < floor) continue;  // below the precision's floor
           for (double leaf : s.leaf_size) {
             for (double soft : s.softening) {
-              for (double ratio : s.concentration_ratio) {
-                Case c = common;
-                c.distribution = dist;
-                c.n = static_cast<int>(n);
-                c.order = acc.first;
-                if (acc.first >= 0) {
-                  c.theta = acc.second;
-                } else {
-                  c.tolerance = acc.second;
-                }
-                c.leaf_size = static_cast<int>(leaf);
-                c.fp32 = prec == "fp32";
-                c.softening = soft;
-                c.concentration_ratio = ratio;
-                register_case(c);
+              Case c = common;
+              c.distribution = dist;
+              c.n = static_cast<int>(n);
+              c.order = acc.first;
+              if (acc.first >= 0) {
+                c.theta = acc.second;
+              } else {
+                c.tolerance = acc.second;
               }
+              c.leaf_size = static_cast<int>(leaf);
+              c.fp32 = prec == "fp32";
+              c.softening = soft;
+              register_case_per_ratio(c, s);
             }
           }
         }

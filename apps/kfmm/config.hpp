@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "kfmm/drivers/options.hpp"
+
 namespace kfmm_cli {
 
 /// A `kfmm nbody` run, as read from its YAML file.
@@ -31,7 +33,7 @@ struct NBodyConfig {
     long long leaf_size = 0;
     double softening = 0.0;
     double G = 1.0;
-    double concentration_ratio = 0.1;  ///< kfmm::Options::concentration_ratio
+    double concentration_ratio = kfmm::Options().concentration_ratio;  ///< its default too
     std::string precision = "fp64";
   } solver;
 

@@ -83,17 +83,28 @@ struct WalkOptions {
   double concentration_ratio = 0.1;
 };
 
+namespace detail {
+/// |c_a - c_b|^2 in double (the one distance mac_accepts and walk_accepts decide on).
+KOKKOS_INLINE_FUNCTION double squared_distance(const double ca[3], const double cb[3]) {
+  const double dx = ca[0] - cb[0], dy = ca[1] - cb[1], dz = ca[2] - cb[2];
+  return dx * dx + dy * dy + dz * dz;
+}
+/// mac_accepts on the squared distance d2 of the centres.
+KOKKOS_INLINE_FUNCTION bool mac_accepts_squared(double d2, double ra, double rb, double theta_squared,
+                                                double min_separation) {
+  const double r = ra + rb;
+  const double rs = r + min_separation;
+  return d2 > 0 && r * r <= theta_squared * d2 && rs * rs <= d2;
+}
+}  // namespace detail
+
 /// The multipole acceptance criterion of the walk, on centres (x, y, z) and radii, in double precision:
 /// r_a + r_b <= theta d and d - (r_a + r_b) >= min_separation with d = |c_a - c_b| > 0, evaluated on
 /// squares (no square root). Symmetric in a and b; deterministic across backends for float inputs (all
 /// products are exact in double, so FMA contraction cannot change them).
 KOKKOS_INLINE_FUNCTION bool mac_accepts(const double ca[3], double ra, const double cb[3], double rb,
                                         double theta_squared, double min_separation) {
-  const double dx = ca[0] - cb[0], dy = ca[1] - cb[1], dz = ca[2] - cb[2];
-  const double d2 = dx * dx + dy * dy + dz * dz;
-  const double r = ra + rb;
-  const double rs = r + min_separation;
-  return d2 > 0 && r * r <= theta_squared * d2 && rs * rs <= d2;
+  return detail::mac_accepts_squared(detail::squared_distance(ca, cb), ra, rb, theta_squared, min_separation);
 }
 
 /// The concentration rule of the walk, for two nodes at squared distance d2 of their centres with radii
@@ -121,10 +132,9 @@ KOKKOS_INLINE_FUNCTION bool concentration_accepts(double d2, double ra, double m
 KOKKOS_INLINE_FUNCTION bool walk_accepts(const double ca[3], double ra, double ma, const double cb[3],
                                          double rb, double mb, double theta_squared, double min_separation,
                                          double concentration_ratio) {
-  if (!mac_accepts(ca, ra, cb, rb, theta_squared, min_separation)) return false;
-  const double dx = ca[0] - cb[0], dy = ca[1] - cb[1], dz = ca[2] - cb[2];
-  return concentration_accepts(dx * dx + dy * dy + dz * dz, ra, ma, rb, mb, theta_squared,
-                               concentration_ratio);
+  const double d2 = detail::squared_distance(ca, cb);  // (once for both tests)
+  return detail::mac_accepts_squared(d2, ra, rb, theta_squared, min_separation) &&
+         concentration_accepts(d2, ra, ma, rb, mb, theta_squared, concentration_ratio);
 }
 
 /// What a walk did (host values).

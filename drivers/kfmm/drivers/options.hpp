@@ -49,8 +49,8 @@ struct Options {
   /// The walk's concentration rule (kfmm::concentration_accepts), in [0, 1]: when a node is heavier
   /// (sum |m|) than its partner and its radius is below this fraction of the partner's, the partner
   /// may take at most theta d / 2 of the opening angle. It keeps the tolerance on compact heavy masses
-  /// (coincident particles, a black hole) for ~1 % more pairs on smooth inputs; 0 turns it off (the
-  /// plain MAC, as other codes use it).
+  /// (coincident particles, a black hole) for a few per cent more pairs where dense cores face halo
+  /// nodes (docs/tree.md, "Walk"); 0 turns it off (the plain MAC, as other codes use it).
   double concentration_ratio = 0.1;
   /// Maximum number of particles per leaf (>= 1); 0: chosen with the order (kfmm::default_leaf_size:
   /// the calibrated size on host backends; on GPUs, where the near field is cheaper, 64 up to order 8,

@@ -1,6 +1,11 @@
 // P2P near field on Plummer leaf lists: interactions per second (leaf 16, 32, 64; float, float with
 // double accumulation, double), and the O(N^2) direct sum for comparison.
 //
+// p2p_solver_lists: the same kernel on the lists the solver makes (kfmm's octree and dual-tree walk on
+// bench_solver's Plummer input, seed 2024) at the goal points of docs/benchmarks.md, by team size (0: the
+// kernel's default). Leaves there hold 1 .. leaf particles (mean ~24 at leaf 80), so the team size
+// decides how many threads a leaf's targets leave idle (docs/kernels.md, "P2P").
+//
 // The leaf lists are built here (benchmark-local, not library code): Plummer points sorted by a
 // 63-bit Morton key, consecutive runs of `leaf` points cut into leaves, and leaf B in the near row of
 // leaf A when their bounding spheres are not well separated, r_A + r_B > theta |c_A - c_B| with
@@ -20,8 +25,11 @@
 #include <vector>
 
 #include "benchmark_common.hpp"
+#include "kfmm/drivers/distributions.hpp"
 #include "kfmm/operators/direct_sum.hpp"
 #include "kfmm/operators/p2p.hpp"
+#include "kfmm/tree/dual_tree_walk.hpp"
+#include "kfmm/tree/octree.hpp"
 
 namespace {
 
@@ -245,6 +253,75 @@ void host_leaves(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(p2p_fp64_mutual)->Apply(host_leaves);
 BENCHMARK(direct_sum_fp32_inputs)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+/// P2P over the solver's own near list: Plummer (bench_solver's input), kfmm's octree and walk.
+template <class Real>
+void bm_p2p_solver_lists(benchmark::State& state) {
+  const int n = kfmm_bench::tiny() ? 10000 : static_cast<int>(state.range(0));
+  if (kfmm_bench::tiny()) state.SetLabel("tiny: n 10000");
+  const int leaf = static_cast<int>(state.range(1));
+  const double theta = static_cast<double>(state.range(2)) / 100;
+  const int team = static_cast<int>(state.range(3));
+  const kfmm::HostParticles host = kfmm::make_distribution(kfmm::Distribution::plummer, n, 2024);
+  Space space;
+  Kokkos::View<Real* [3], Mem> positions("positions", n);
+  Kokkos::View<Real*, Mem> masses("masses", n);
+  kfmm::copy_to(positions, host.positions);
+  kfmm::copy_to(masses, host.masses);
+  const auto tree = kfmm::build_octree(space, positions, masses, leaf);
+  kfmm::WalkOptions walk;
+  walk.theta = theta;
+  const auto lists = kfmm::dual_tree_walk(space, tree, walk);
+  // Host tally of the interactions (i != j) the near list asks for.
+  auto ranges = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.ranges);
+  auto targets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.targets);
+  auto offsets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.offsets);
+  auto sources = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.sources);
+  double interactions = 0;
+  for (size_t r = 0; r < targets.extent(0); ++r) {
+    const double nt = ranges(targets(r), 1) - ranges(targets(r), 0);
+    for (int k = offsets(r); k < offsets(r + 1); ++k)
+      interactions += sources(k) == targets(r) ? nt * (nt - 1) : nt * (ranges(sources(k), 1) - ranges(sources(k), 0));
+  }
+  Kokkos::View<Real* [3], Mem> acc("acc", n);
+  Kokkos::View<Real*, Mem> pot("pot", n);
+  kfmm::P2POptions options;
+  options.team_size = team;
+  options.validate = false;  // (as the solver calls it)
+  kfmm::CsrWorkspace<Mem> workspace;
+  const double t = kfmm_bench::time_fenced(state, space, [&] {
+    kfmm::p2p(space, lists.near, tree.ranges, tree.positions, tree.masses, 1.0, 0.0, acc, pot, options, workspace);
+  });
+  kfmm_bench::report_pairs(state, t, interactions);
+  state.counters["interactions_per_second"] = interactions / t;
+  state.counters["interactions_per_particle"] = interactions / n;
+  state.counters["mean_leaf_occupancy"] = static_cast<double>(n) / tree.num_leaves;
+}
+
+void solver_lists(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "leaf", "theta100", "team"});
+  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+  // GPU: the team kernel at several team sizes; host: the default kernel only (team 0).
+  const std::vector<int> teams = device ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
+  for (int team : teams) b->Args({1000000, 80, 75, team});
+  for (int team : teams) b->Args({200000, 64, 72, team});
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+void solver_lists_fp64(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "leaf", "theta100", "team"});
+  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+  const std::vector<int> teams = device ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
+  for (int team : teams) b->Args({1000000, 80, 42, team});
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+void p2p_solver_lists_fp32(benchmark::State& state) {
+  bm_p2p_solver_lists<float>(state);
+}
+void p2p_solver_lists_fp64(benchmark::State& state) {
+  bm_p2p_solver_lists<double>(state);
+}
+BENCHMARK(p2p_solver_lists_fp32)->Apply(solver_lists);
+BENCHMARK(p2p_solver_lists_fp64)->Apply(solver_lists_fp64);
 
 }  // namespace
 

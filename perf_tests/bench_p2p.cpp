@@ -281,7 +281,8 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   for (size_t r = 0; r < targets.extent(0); ++r) {
     const double nt = ranges(targets(r), 1) - ranges(targets(r), 0);
     for (int k = offsets(r); k < offsets(r + 1); ++k)
-      interactions += sources(k) == targets(r) ? nt * (nt - 1) : nt * (ranges(sources(k), 1) - ranges(sources(k), 0));
+      interactions +=
+          sources(k) == targets(r) ? nt * (nt - 1) : nt * (ranges(sources(k), 1) - ranges(sources(k), 0));
   }
   Kokkos::View<Real* [3], Mem> acc("acc", n);
   Kokkos::View<Real*, Mem> pot("pot", n);
@@ -290,7 +291,8 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   options.validate = false;  // (as the solver calls it)
   kfmm::CsrWorkspace<Mem> workspace;
   const double t = kfmm_bench::time_fenced(state, space, [&] {
-    kfmm::p2p(space, lists.near, tree.ranges, tree.positions, tree.masses, 1.0, 0.0, acc, pot, options, workspace);
+    kfmm::p2p(space, lists.near, tree.ranges, tree.positions, tree.masses, 1.0, 0.0, acc, pot, options,
+              workspace);
   });
   kfmm_bench::report_pairs(state, t, interactions);
   state.counters["interactions_per_second"] = interactions / t;

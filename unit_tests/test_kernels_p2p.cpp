@@ -380,9 +380,10 @@ TEMPLATE_LIST_TEST_CASE("p2p over all leaf pairs equals the direct sum", "[kerne
   using Space = TestType;
   Space space;
   constexpr bool host = kfmm::detail::is_host_execution_space<Space>;
-  // leaf sizes include empty leaves, single particles and leaves larger than a GPU team / host lane block
+  // leaf sizes include empty leaves, single particles and leaves larger than a GPU team's block (128
+  // targets in float, 256 in double by default) / host lane block
   const std::vector<std::vector<int>> layouts = {
-      {}, {1}, {2}, {1, 1}, {5, 0, 17, 1, 33, 3}, {130, 7, 64, 65}};
+      {}, {1}, {2}, {1, 1}, {5, 0, 17, 1, 33, 3}, {130, 7, 64, 65}, {300, 41, 1}};
   for (const auto& sizes : layouts) {
     const int n = total(sizes);
     auto list = all_pairs(sizes);

@@ -48,8 +48,9 @@ struct P2POptions {
   /// Most source leaves one work item takes from a row; longer rows are split. 0 = the default, 64
   /// (on GPUs 32 made twice the chunks at leaf 64, and every chunk pays its setup and reduction).
   int leaves_per_chunk = 0;
-  /// Threads per team of the team (GPU) kernel; 0 = backend default (64 on GPUs; host backends then
-  /// run the one-thread-per-chunk vectorised kernel). A value on a host backend runs the team kernel
+  /// Threads per team of the team (GPU) kernel; 0 = backend default (on GPUs 128 in float, 256 in
+  /// double: detail::p2p_default_team_size; host backends then run the one-thread-per-chunk vectorised
+  /// kernel). A value on a host backend runs the team kernel
   /// there (how the tests check the GPU code path on a CPU); above the backend's maximum it throws.
   int team_size = 0;
   /// Newton's third law on host backends (p2p_mutual.hpp): each unordered leaf pair of a symmetric
@@ -170,6 +171,16 @@ struct P2PHostKernel {
   }
 };
 
+/// Default team size of the GPU P2P kernel: 128 threads for float positions, 256 for double. A block's
+/// nt targets take ceil(nt / targets per thread) threads, and only T / that many whole slices fit in a
+/// team of T, so a leaf of 33-64 particles left 64 - nt threads of a 64-thread team idle in double (one
+/// target per thread): Plummer leaves at leaf size 80 hold 1-80 particles, 24 on average. On one H200
+/// (`bench_p2p --benchmark_filter=solver_lists`, the solver's near lists of 1e6 Plummer at the goal points;
+/// docs/kernels.md) teams of 64 / 128 / 256 took 1.38 / 1.23 / 1.54 ms in float (leaf 80, theta 0.75) and
+/// 16.0 / 14.0 / 13.5 ms in double (leaf 80, theta 0.42).
+template <class Real>
+inline constexpr int p2p_default_team_size = sizeof(Real) == 4 ? 128 : 256;
+
 /// GPU variant: one team per chunk, source tiles in team scratch (see file comment).
 /// The chunk's source leaves (at most `max_leaves`) are looked up once, in parallel: their particle
 /// ranges and an exclusive scan of their sizes go to scratch, so a tile is filled by one flat,
@@ -178,10 +189,12 @@ struct P2PHostKernel {
 /// kTileRecords x team size sources.
 /// Each thread owns kTargets targets (slots k and k + slots of a block) and a slice of the sources, read
 /// once from scratch for all of them. A block holds at most T targets (teams of >= 2 kTargets threads),
-/// so that S = T / slots >= 2 threads share every slot: a leaf of 65-128 targets runs as blocks of 64 and the
-/// rest (each block passes over the sources again) rather than one block of slots > 32 that left up to half
-/// the team idle. (Choosing 1, 2 or 4 targets per thread per leaf from a cost model was measured slower at
-/// leaves of 32-64: the four-target variant's registers lowered the whole kernel's occupancy.)
+/// so that S = T / slots >= 2 threads share every slot in float: a leaf of more than T targets runs as
+/// blocks of T and the rest (each block passes over the sources again) rather than one block of
+/// slots > T / 2 that left up to half the team idle; the T / slots slices leave T mod slots threads
+/// idle, which larger teams make a smaller share (p2p_default_team_size). (Choosing 1, 2 or 4 targets per
+/// thread per leaf from a cost model was measured slower at leaves of 32-64: the four-target variant's
+/// registers lowered the whole kernel's occupancy.)
 template <bool GuardZero, class ExecutionSpace, class Data, class Real, class Acc>
 struct P2PTeamKernel {
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
@@ -480,16 +493,28 @@ void p2p_impl(const ExecutionSpace& space,
   }
   if (!done) {
     using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-    const int team = options.team_size > 0 ? options.team_size : 64;
     auto run = [&](auto kernel) {
       using K = decltype(kernel);
+      const auto max_team_for = [&](const int t) {
+        return Policy(space, 1, 1)
+            .set_scratch_size(0, Kokkos::PerTeam(K::scratch_bytes(t, per_chunk)))
+            .team_size_max(kernel, Kokkos::ParallelForTag());
+      };
+      // An explicit team size is honoured or refused; the default halves while the backend cannot run it
+      // (a kernel's registers or scratch limit its teams), down to 32.
+      int team = options.team_size > 0 ? options.team_size : p2p_default_team_size<Real>;
+      if (options.team_size == 0) {
+        while (team > 32 &&
+               (team > max_team_for(team) ||
+                K::scratch_bytes(team, per_chunk) > static_cast<size_t>(Policy::scratch_size_max(0))))
+          team /= 2;
+      }
       const size_t bytes = K::scratch_bytes(team, per_chunk);
       require(bytes <= static_cast<size_t>(Policy::scratch_size_max(0)), "p2p: team_size = ", team,
               " with leaves_per_chunk = ", per_chunk, " needs ", bytes,
               " bytes of team scratch, more than the backend's ", Policy::scratch_size_max(0));
       const auto scratch = Kokkos::PerTeam(bytes);
-      const int max_team =
-          Policy(space, 1, 1).set_scratch_size(0, scratch).team_size_max(kernel, Kokkos::ParallelForTag());
+      const int max_team = max_team_for(team);
       require(team <= max_team, "p2p: team_size = ", team, " exceeds the backend's maximum of ", max_team);
       Kokkos::parallel_for("kfmm::p2p",
                            Policy(space, chunks.chunk_capacity, team).set_scratch_size(0, scratch), kernel);

@@ -3,8 +3,9 @@
 //
 // p2p_solver_lists: the same kernel on the lists the solver makes (kfmm's octree and dual-tree walk on
 // bench_solver's Plummer input, seed 2024) at the goal points of docs/benchmarks.md, by team size (0: the
-// kernel's default). Leaves there hold 1 .. leaf particles (mean ~24 at leaf 80), so the team size
-// decides how many threads a leaf's targets leave idle (docs/kernels.md, "P2P").
+// kernel's default for the tree's leaf size, the solver's choice). Leaves there hold 1 .. leaf particles
+// (mean ~24 at leaf 80), so the team size decides how many threads a leaf's targets leave idle
+// (docs/kernels.md, "P2P").
 //
 // The leaf lists are built here (benchmark-local, not library code): Plummer points sorted by a
 // 63-bit Morton key, consecutive runs of `leaf` points cut into leaves, and leaf B in the near row of
@@ -288,7 +289,8 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   Kokkos::View<Real*, Mem> pot("pot", n);
   kfmm::P2POptions options;
   options.team_size = team;
-  options.validate = false;  // (as the solver calls it)
+  options.validate = false;                              // (as the solver calls it)
+  options.expected_leaf_size = tree.max_leaf_particles;  // (the solver's hint: team 0 is its choice)
   kfmm::CsrWorkspace<Mem> workspace;
   const double t = kfmm_bench::time_fenced(state, space, [&] {
     kfmm::p2p(space, lists.near, tree.ranges, tree.positions, tree.masses, 1.0, 0.0, acc, pot, options,
@@ -300,21 +302,29 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   state.counters["mean_leaf_occupancy"] = static_cast<double>(n) / tree.num_leaves;
 }
 
-void solver_lists(benchmark::internal::Benchmark* b) {
+// Cases {n, leaf, theta x 100}: the goal points of docs/benchmarks.md first, then neighbouring leaf sizes
+// and sizes (the team size that fills a leaf's block depends on the leaf bound; at 1e7 the inputs no
+// longer fit the GPU's L2, where occupancy hides the misses).
+void add_solver_cases(benchmark::internal::Benchmark* b, const std::vector<std::vector<int>>& cases) {
   b->ArgNames({"n", "leaf", "theta100", "team"});
   const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
   // GPU: the team kernel at several team sizes; host: the default kernel only (team 0).
   const std::vector<int> teams = device ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
-  for (int team : teams) b->Args({1000000, 80, 75, team});
-  for (int team : teams) b->Args({200000, 64, 72, team});
+  for (const auto& c : cases)
+    for (int team : teams) b->Args({c[0], c[1], c[2], team});
   b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
+void solver_lists(benchmark::internal::Benchmark* b) {
+  add_solver_cases(b, {{1000000, 80, 75},
+                       {200000, 64, 72},
+                       {10000000, 64, 70},
+                       {1000000, 64, 75},
+                       {200000, 80, 72},
+                       {10000000, 80, 70},
+                       {1000000, 128, 75}});
+}
 void solver_lists_fp64(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"n", "leaf", "theta100", "team"});
-  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
-  const std::vector<int> teams = device ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
-  for (int team : teams) b->Args({1000000, 80, 42, team});
-  b->UseManualTime()->Unit(benchmark::kMillisecond);
+  add_solver_cases(b, {{1000000, 80, 42}, {1000000, 64, 42}, {1000000, 128, 42}, {200000, 80, 42}});
 }
 void p2p_solver_lists_fp32(benchmark::State& state) {
   bm_p2p_solver_lists<float>(state);

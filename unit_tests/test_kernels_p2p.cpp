@@ -399,6 +399,8 @@ TEMPLATE_LIST_TEST_CASE("p2p over all leaf pairs equals the direct sum", "[kerne
           kfmm::P2POptions opt;
           opt.leaves_per_chunk = per_chunk;
           opt.team_size = team;
+          // (a hint, not a bound: leaves above it are computed all the same)
+          opt.expected_leaf_size = per_chunk == 1 ? 1 : per_chunk == 2 ? 300 : 0;
           kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 0.7, eps, d.a, d.phi, opt);
           expect_close(d.a, d.phi, ref, 1e-13);
         }
@@ -424,6 +426,25 @@ TEMPLATE_LIST_TEST_CASE("p2p over all leaf pairs equals the direct sum", "[kerne
       }
     }
   }
+}
+
+TEST_CASE("p2p default team holds two slices of a full leaf's block", "[kernels][p2p]") {
+  using kfmm::detail::p2p_default_team_size;
+  // float: two targets per thread; double: one. Unknown leaves count as 64; 64 .. 256 threads.
+  CHECK(p2p_default_team_size<float>(0) == 64);
+  CHECK(p2p_default_team_size<float>(1) == 64);
+  CHECK(p2p_default_team_size<float>(64) == 64);
+  CHECK(p2p_default_team_size<float>(65) == 128);
+  CHECK(p2p_default_team_size<float>(80) == 128);
+  CHECK(p2p_default_team_size<float>(128) == 128);
+  CHECK(p2p_default_team_size<float>(129) == 256);
+  CHECK(p2p_default_team_size<float>(100000) == 256);
+  CHECK(p2p_default_team_size<double>(0) == 128);
+  CHECK(p2p_default_team_size<double>(32) == 64);
+  CHECK(p2p_default_team_size<double>(33) == 128);
+  CHECK(p2p_default_team_size<double>(64) == 128);
+  CHECK(p2p_default_team_size<double>(80) == 256);
+  CHECK(p2p_default_team_size<double>(100000) == 256);
 }
 
 TEMPLATE_LIST_TEST_CASE("p2p adds and handles coincident points", "[kernels][p2p]",
@@ -559,6 +580,10 @@ TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm
   huge_team.team_size = 1 << 20;
   CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, huge_team),
                   kfmm::Error);
+  kfmm::P2POptions negative_hint;
+  negative_hint.expected_leaf_size = -1;
+  CHECK_THROWS_WITH(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, negative_hint),
+                    Catch::Matchers::ContainsSubstring("expected_leaf_size = -1"));
 }
 
 // Newton's third law (P2POptions::mutual, host backends): a symmetric random list with repeated pairs,

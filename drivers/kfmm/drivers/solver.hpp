@@ -551,7 +551,8 @@ class Solver {
     P2POptions p2p_options;
     p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
     p2p_options.deterministic = options_.deterministic;
-    p2p_options.validate = false;  // (the walk's lists: tested sizes and symmetry)
+    p2p_options.validate = false;                           // (the walk's lists: tested sizes and symmetry)
+    p2p_options.expected_leaf_size = t.max_leaf_particles;  // (picks the GPU team size)
     // (Not max_target_particles = t.max_leaf_particles: it saves the chunk totals' round trip, 20-30 us
     // per evaluation on the H200, but sizes the partial buffer for the leaf bound, +23 to +54 bytes per
     // particle at the goal points and at 1e8: docs/benchmarks.md, thirteenth session.)

@@ -48,9 +48,9 @@ struct P2POptions {
   /// Most source leaves one work item takes from a row; longer rows are split. 0 = the default, 64
   /// (on GPUs 32 made twice the chunks at leaf 64, and every chunk pays its setup and reduction).
   int leaves_per_chunk = 0;
-  /// Threads per team of the team (GPU) kernel; 0 = backend default (on GPUs 128 in float, 256 in
-  /// double: detail::p2p_default_team_size; host backends then run the one-thread-per-chunk vectorised
-  /// kernel). A value on a host backend runs the team kernel
+  /// Threads per team of the team (GPU) kernel; 0 = backend default (on GPUs from the target leaves'
+  /// expected size: detail::p2p_default_team_size; host backends then run the one-thread-per-chunk
+  /// vectorised kernel). A value on a host backend runs the team kernel
   /// there (how the tests check the GPU code path on a CPU); above the backend's maximum it throws.
   int team_size = 0;
   /// Newton's third law on host backends (p2p_mutual.hpp): each unordered leaf pair of a symmetric
@@ -67,6 +67,10 @@ struct P2POptions {
   /// with a larger target leaf; unvalidated, such a leaf's partial sums beyond the buffer are dropped
   /// (its results are wrong, no memory outside the buffers is touched).
   int max_target_particles = 0;
+  /// The most particles a target leaf is expected to hold (e.g. the tree's leaf size); 0 = unknown. It
+  /// only picks the default team size of the GPU kernel (p2p_default_team_size) and is not a bound:
+  /// larger leaves are computed all the same (max_target_particles is the bound).
+  int expected_leaf_size = 0;
   /// Check that near_list.sources holds the list's last offset of pairs: one device-to-host copy
   /// (a host round trip); with `mutual`, also that the list is symmetric (O(sum of squared row
   /// lengths) on the host). A caller whose lists come from kfmm::dual_tree_walk may turn it off.
@@ -171,15 +175,22 @@ struct P2PHostKernel {
   }
 };
 
-/// Default team size of the GPU P2P kernel: 128 threads for float positions, 256 for double. A block's
-/// nt targets take ceil(nt / targets per thread) threads, and only T / that many whole slices fit in a
-/// team of T, so a leaf of 33-64 particles left 64 - nt threads of a 64-thread team idle in double (one
-/// target per thread): Plummer leaves at leaf size 80 hold 1-80 particles, 24 on average. On one H200
-/// (`bench_p2p --benchmark_filter=solver_lists`, the solver's near lists of 1e6 Plummer at the goal points;
-/// docs/kernels.md) teams of 64 / 128 / 256 took 1.38 / 1.23 / 1.54 ms in float (leaf 80, theta 0.75) and
-/// 16.0 / 14.0 / 13.5 ms in double (leaf 80, theta 0.42).
+/// Default team size of the GPU P2P kernel for target leaves of up to `leaf` particles (0: unknown, taken
+/// as 64): the smallest of 64, 128, 256 threads that holds two slices of a full leaf's block (a thread
+/// owns two targets in float, one in double). A block's nt targets take slots = ceil(nt / targets per
+/// thread) threads and T / slots whole slices fit in a team of T, so T mod slots threads idle: with
+/// 64 threads a leaf of 40 in double left 24 idle, and leaves over 64 targets ran as two blocks. Larger
+/// teams idle fewer threads but hold fewer resident warps per SM (registers) and waste more of a chunk's
+/// last tile, so they only pay where leaves are large for the team. Measured on one H200 on the solver's
+/// own near lists (`bench_p2p --benchmark_filter=solver_lists`, docs/kernels.md, "Team size").
 template <class Real>
-inline constexpr int p2p_default_team_size = sizeof(Real) == 4 ? 128 : 256;
+constexpr int p2p_default_team_size(int leaf) {
+  constexpr int per_thread = sizeof(Real) == 4 ? 2 : 1;
+  const int slots = ((leaf > 0 ? leaf : 64) + per_thread - 1) / per_thread;
+  int team = 64;
+  while (team < 2 * slots && team < 256) team *= 2;
+  return team;
+}
 
 /// GPU variant: one team per chunk, source tiles in team scratch (see file comment).
 /// The chunk's source leaves (at most `max_leaves`) are looked up once, in parallel: their particle
@@ -502,7 +513,8 @@ void p2p_impl(const ExecutionSpace& space,
       };
       // An explicit team size is honoured or refused; the default halves while the backend cannot run it
       // (a kernel's registers or scratch limit its teams), down to 32.
-      int team = options.team_size > 0 ? options.team_size : p2p_default_team_size<Real>;
+      int team =
+          options.team_size > 0 ? options.team_size : p2p_default_team_size<Real>(options.expected_leaf_size);
       if (options.team_size == 0) {
         while (team > 32 &&
                (team > max_team_for(team) ||
@@ -581,6 +593,8 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   require(options.leaves_per_chunk >= 0, "p2p: leaves_per_chunk = ", options.leaves_per_chunk,
           " must be >= 0");
   require(options.team_size >= 0, "p2p: team_size = ", options.team_size, " must be >= 0");
+  require(options.expected_leaf_size >= 0, "p2p: expected_leaf_size = ", options.expected_leaf_size,
+          " must be >= 0 (0: unknown)");
   require(options.max_target_particles >= 0, "p2p: max_target_particles = ", options.max_target_particles,
           " must be >= 0 (0: unknown)");
   if (options.validate && options.max_target_particles > 0) {

@@ -229,7 +229,6 @@ TEST_CASE("Default leaf sizes: the calibration's on host backends, the H200's on
     const int calibrated = kfmm::detail::calibration::leaf_size_for_order[p];
     CHECK(kfmm::default_leaf_size<Host>(p) == calibrated);
     const int expected = kfmm::detail::is_host_execution_space<Device> ? calibrated
-                         : p <= 8                                      ? 64
                          : p <= 10                                     ? 80
                                                                        : calibrated;
     CHECK(kfmm::default_leaf_size<Device>(p) == expected);

@@ -53,8 +53,8 @@ struct Options {
   /// nodes (docs/tree.md, "Walk"); 0 turns it off (the plain MAC, as other codes use it).
   double concentration_ratio = 0.1;
   /// Maximum number of particles per leaf (>= 1); 0: chosen with the order (kfmm::default_leaf_size:
-  /// the calibrated size on host backends; on GPUs, where the near field is cheaper, 64 up to order 8,
-  /// 80 at orders 9-10 and the calibrated size above).
+  /// the calibrated size on host backends; on GPUs, where the near field is cheaper, 80 up to order 10
+  /// and the calibrated size above).
   int leaf_size = 0;
   /// Plummer softening length eps >= 0.
   double softening = 0;

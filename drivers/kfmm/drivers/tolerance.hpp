@@ -50,15 +50,15 @@ struct ParameterChoice {
 
 /// Leaf size that balances near and far work for an expansion order on ExecutionSpace, used when
 /// Options::leaf_size is 0. Host backends: the calibration's (the fastest at theta = 0.5 on one CPU
-/// core). GPUs: 64 up to p 8 and 80 at p 9-10, the H200's fastest at the tolerance rule's thetas (1e6
-/// Plummer in fp32 at p 4-9 and in fp64 at p 9-10, leaves 48-160; docs/benchmarks.md, "Seventeenth
-/// session"), where the CPU's 128 cost up to 13 %; above p 10 (the GPU's runtime-order M2L) the
-/// calibration's.
+/// core). GPUs: 80 up to p 10, the H200's fastest or within 3 % of it at the tolerance rule's thetas
+/// (1e6 Plummer in fp32 at p 4-9 and in fp64 at p 9-10, leaves 48-160; 2e5 and 1e7 at p 8 in fp32;
+/// docs/benchmarks.md, "Nineteenth session"; 64 up to p 8 before the P2P's team followed the leaf
+/// size, which made larger leaves cheaper), where the CPU's 128 cost up to 13 %; above p 10 (the GPU's
+/// runtime-order M2L) the calibration's.
 template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
 int default_leaf_size(int order) {
   check_order(order);
   if constexpr (!detail::is_host_execution_space<ExecutionSpace>) {
-    if (order <= 8) return 64;
     if (order <= 10) return 80;
   }
   return detail::calibration::leaf_size_for_order[order];

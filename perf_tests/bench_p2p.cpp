@@ -273,18 +273,7 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   kfmm::WalkOptions walk;
   walk.theta = theta;
   const auto lists = kfmm::dual_tree_walk(space, tree, walk);
-  // Host tally of the interactions (i != j) the near list asks for.
-  auto ranges = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.ranges);
-  auto targets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.targets);
-  auto offsets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.offsets);
-  auto sources = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.sources);
-  double interactions = 0;
-  for (size_t r = 0; r < targets.extent(0); ++r) {
-    const double nt = ranges(targets(r), 1) - ranges(targets(r), 0);
-    for (int k = offsets(r); k < offsets(r + 1); ++k)
-      interactions +=
-          sources(k) == targets(r) ? nt * (nt - 1) : nt * (ranges(sources(k), 1) - ranges(sources(k), 0));
-  }
+  const double interactions = kfmm_bench::near_interactions(tree.ranges, lists.near, true);  // (i != j)
   Kokkos::View<Real* [3], Mem> acc("acc", n);
   Kokkos::View<Real*, Mem> pot("pot", n);
   kfmm::P2POptions options;

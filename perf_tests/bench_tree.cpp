@@ -69,16 +69,7 @@ Particles make_particles(int n, int distribution) {
 template <class Tree, class Lists>
 void report_lists(benchmark::State& state, const Tree& tree, const Lists& lists) {
   const double n = tree.num_particles;
-  auto ranges = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.ranges);
-  auto targets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.targets);
-  auto offsets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.offsets);
-  auto sources = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lists.near.sources);
-  double interactions = 0;
-  for (size_t r = 0; r < targets.extent(0); ++r) {
-    const double nt = ranges(targets(r), 1) - ranges(targets(r), 0);
-    for (int k = offsets(r); k < offsets(r + 1); ++k)
-      interactions += nt * (ranges(sources(k), 1) - ranges(sources(k), 0));
-  }
+  const double interactions = kfmm_bench::near_interactions(tree.ranges, lists.near, false);
   state.counters["nodes"] = tree.num_nodes;
   state.counters["leaves"] = tree.num_leaves;
   state.counters["levels"] = tree.num_levels;

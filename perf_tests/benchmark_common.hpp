@@ -47,7 +47,27 @@ double time_fenced(benchmark::State& state, const ExecutionSpace& space, Work&& 
   return median;
 }
 
-/// Sets ns_per_pair (and pairs_per_second) from a median time and the number of pairs per call.
+/// P2P particle interactions a near list (CSR of leaf pairs, kfmm::InteractionList) asks for: the sum
+/// over its pairs of n_target x n_source, where `ranges(leaf, 0..1)` are the leaves' particle ranges; a
+/// self pair (A, A) counts n (n - 1) with `exclude_self` (the pairs i != j a P2P evaluates), else n^2.
+/// A host tally: copies the list and the ranges to the host.
+template <class RangesView, class List>
+double near_interactions(const RangesView& node_ranges, const List& near, bool exclude_self) {
+  auto ranges = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), node_ranges);
+  auto targets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), near.targets);
+  auto offsets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), near.offsets);
+  auto sources = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), near.sources);
+  double interactions = 0;
+  for (std::size_t r = 0; r < targets.extent(0); ++r) {
+    const double nt = ranges(targets(r), 1) - ranges(targets(r), 0);
+    for (int k = offsets(r); k < offsets(r + 1); ++k) {
+      const bool self = exclude_self && sources(k) == targets(r);
+      interactions += nt * (self ? nt - 1 : ranges(sources(k), 1) - ranges(sources(k), 0));
+    }
+  }
+  return interactions;
+}
+
 /// An int View in `Memory` holding `values` (CSR lists built on the host).
 template <class Memory>
 Kokkos::View<int*, Memory> device_ints(const std::vector<int>& values, const std::string& label) {
@@ -58,6 +78,7 @@ Kokkos::View<int*, Memory> device_ints(const std::vector<int>& values, const std
   return d;
 }
 
+/// Sets ns_per_pair (and pairs_per_second) from a median time and the number of pairs per call.
 inline void report_pairs(benchmark::State& state, double median_seconds, double pairs_per_call) {
   if (pairs_per_call <= 0 || median_seconds <= 0) return;
   state.counters["pairs"] = pairs_per_call;

@@ -263,6 +263,7 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   const int leaf = static_cast<int>(state.range(1));
   const double theta = static_cast<double>(state.range(2)) / 100;
   const int team = static_cast<int>(state.range(3));
+  const int per_chunk = static_cast<int>(state.range(4));  // source leaves per chunk (0: the default, 64)
   const kfmm::HostParticles host = kfmm::make_distribution(kfmm::Distribution::plummer, n, 2024);
   Space space;
   Kokkos::View<Real* [3], Mem> positions("positions", n);
@@ -278,6 +279,7 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   Kokkos::View<Real*, Mem> pot("pot", n);
   kfmm::P2POptions options;
   options.team_size = team;
+  options.leaves_per_chunk = per_chunk;
   options.validate = false;                              // (as the solver calls it)
   options.expected_leaf_size = tree.max_leaf_particles;  // (the solver's hint: team 0 is its choice)
   kfmm::CsrWorkspace<Mem> workspace;
@@ -295,12 +297,12 @@ void bm_p2p_solver_lists(benchmark::State& state) {
 // and sizes (the team size that fills a leaf's block depends on the leaf bound; at 1e7 the inputs no
 // longer fit the GPU's L2, where occupancy hides the misses).
 void add_solver_cases(benchmark::internal::Benchmark* b, const std::vector<std::vector<int>>& cases) {
-  b->ArgNames({"n", "leaf", "theta100", "team"});
+  b->ArgNames({"n", "leaf", "theta100", "team", "chunk"});
   const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
   // GPU: the team kernel at several team sizes; host: the default kernel only (team 0).
   const std::vector<int> teams = device ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
   for (const auto& c : cases)
-    for (int team : teams) b->Args({c[0], c[1], c[2], team});
+    for (int team : teams) b->Args({c[0], c[1], c[2], team, 0});
   b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 void solver_lists(benchmark::internal::Benchmark* b) {
@@ -315,6 +317,16 @@ void solver_lists(benchmark::internal::Benchmark* b) {
 void solver_lists_fp64(benchmark::internal::Benchmark* b) {
   add_solver_cases(b, {{1000000, 80, 42}, {1000000, 64, 42}, {1000000, 128, 42}, {200000, 80, 42}});
 }
+// Source leaves per chunk at the default team (the solver's), on the goal points' lists: a chunk is one
+// team's work, so with 128-256 threads per team a chunk of 64 leaves of ~24 particles is 3-6 tiles.
+void solver_chunks(benchmark::internal::Benchmark* b, const std::vector<std::vector<int>>& cases) {
+  b->ArgNames({"n", "leaf", "theta100", "team", "chunk"});
+  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+  const std::vector<int> chunks = device ? std::vector<int>{16, 32, 64, 128, 256} : std::vector<int>{64};
+  for (const auto& c : cases)
+    for (int chunk : chunks) b->Args({c[0], c[1], c[2], 0, chunk});
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
 void p2p_solver_lists_fp32(benchmark::State& state) {
   bm_p2p_solver_lists<float>(state);
 }
@@ -323,6 +335,16 @@ void p2p_solver_lists_fp64(benchmark::State& state) {
 }
 BENCHMARK(p2p_solver_lists_fp32)->Apply(solver_lists);
 BENCHMARK(p2p_solver_lists_fp64)->Apply(solver_lists_fp64);
+BENCHMARK(p2p_solver_lists_fp32)
+    ->Name("p2p_solver_chunks_fp32")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      solver_chunks(b, {{1000000, 128, 75}, {10000000, 96, 70}, {200000, 64, 72}});
+    });
+BENCHMARK(p2p_solver_lists_fp64)
+    ->Name("p2p_solver_chunks_fp64")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      solver_chunks(b, {{1000000, 96, 42}});
+    });
 
 }  // namespace
 

@@ -255,6 +255,15 @@ void host_leaves(benchmark::internal::Benchmark* b) {
 BENCHMARK(p2p_fp64_mutual)->Apply(host_leaves);
 BENCHMARK(direct_sum_fp32_inputs)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+/// bench_solver's Plummer input of n particles (seed 2024), made once per n for all the cases that use it.
+const kfmm::HostParticles& solver_input(int n) {
+  static std::map<int, kfmm::HostParticles> cache;
+  auto it = cache.find(n);
+  if (it == cache.end())
+    it = cache.emplace(n, kfmm::make_distribution(kfmm::Distribution::plummer, n, 2024)).first;
+  return it->second;
+}
+
 /// P2P over the solver's own near list: Plummer (bench_solver's input), kfmm's octree and walk.
 template <class Real>
 void bm_p2p_solver_lists(benchmark::State& state) {
@@ -264,7 +273,7 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   const double theta = static_cast<double>(state.range(2)) / 100;
   const int team = static_cast<int>(state.range(3));
   const int per_chunk = static_cast<int>(state.range(4));  // source leaves per chunk (0: the default, 64)
-  const kfmm::HostParticles host = kfmm::make_distribution(kfmm::Distribution::plummer, n, 2024);
+  const kfmm::HostParticles& host = solver_input(n);
   Space space;
   Kokkos::View<Real* [3], Mem> positions("positions", n);
   Kokkos::View<Real*, Mem> masses("masses", n);
@@ -293,39 +302,45 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   state.counters["mean_leaf_occupancy"] = static_cast<double>(n) / tree.num_leaves;
 }
 
-// Cases {n, leaf, theta x 100}: the goal points of docs/benchmarks.md first, then neighbouring leaf sizes
-// and sizes (the team size that fills a leaf's block depends on the leaf bound; at 1e7 the inputs no
-// longer fit the GPU's L2, where occupancy hides the misses).
-void add_solver_cases(benchmark::internal::Benchmark* b, const std::vector<std::vector<int>>& cases) {
+bool on_device() {
+  return !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+}
+
+// Each case {n, leaf, theta x 100} at every team size and source leaves per chunk given (0: the default).
+void add_solver_cases(benchmark::internal::Benchmark* b, const std::vector<std::vector<int>>& cases,
+                      const std::vector<int>& teams, const std::vector<int>& chunks) {
   b->ArgNames({"n", "leaf", "theta100", "team", "chunk"});
-  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
-  // GPU: the team kernel at several team sizes; host: the default kernel only (team 0).
-  const std::vector<int> teams = device ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
   for (const auto& c : cases)
-    for (int team : teams) b->Args({c[0], c[1], c[2], team, 0});
+    for (int team : teams)
+      for (int chunk : chunks) b->Args({c[0], c[1], c[2], team, chunk});
   b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
+// GPU: the team kernel at several team sizes; host: the default kernel only (team 0).
+std::vector<int> team_sizes() {
+  return on_device() ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
+}
+// The goal points of docs/benchmarks.md first, then neighbouring leaf sizes and sizes (the team size that
+// fills a leaf's block depends on the leaf bound; at 1e7 the inputs no longer fit the GPU's L2, where
+// occupancy hides the misses).
 void solver_lists(benchmark::internal::Benchmark* b) {
-  add_solver_cases(b, {{1000000, 80, 75},
-                       {200000, 64, 72},
-                       {10000000, 64, 70},
-                       {1000000, 64, 75},
-                       {200000, 80, 72},
-                       {10000000, 80, 70},
-                       {1000000, 128, 75}});
+  add_solver_cases(b,
+                   {{1000000, 80, 75},
+                    {200000, 64, 72},
+                    {10000000, 64, 70},
+                    {1000000, 64, 75},
+                    {200000, 80, 72},
+                    {10000000, 80, 70},
+                    {1000000, 128, 75}},
+                   team_sizes(), {0});
 }
 void solver_lists_fp64(benchmark::internal::Benchmark* b) {
-  add_solver_cases(b, {{1000000, 80, 42}, {1000000, 64, 42}, {1000000, 128, 42}, {200000, 80, 42}});
+  add_solver_cases(b, {{1000000, 80, 42}, {1000000, 64, 42}, {1000000, 128, 42}, {200000, 80, 42}},
+                   team_sizes(), {0});
 }
 // Source leaves per chunk at the default team (the solver's), on the goal points' lists: a chunk is one
 // team's work, so with 128-256 threads per team a chunk of 64 leaves of ~24 particles is 3-6 tiles.
-void solver_chunks(benchmark::internal::Benchmark* b, const std::vector<std::vector<int>>& cases) {
-  b->ArgNames({"n", "leaf", "theta100", "team", "chunk"});
-  const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
-  const std::vector<int> chunks = device ? std::vector<int>{16, 32, 64, 128, 256} : std::vector<int>{64};
-  for (const auto& c : cases)
-    for (int chunk : chunks) b->Args({c[0], c[1], c[2], 0, chunk});
-  b->UseManualTime()->Unit(benchmark::kMillisecond);
+std::vector<int> chunk_sizes() {
+  return on_device() ? std::vector<int>{16, 32, 64, 128, 256} : std::vector<int>{64};
 }
 void p2p_solver_lists_fp32(benchmark::State& state) {
   bm_p2p_solver_lists<float>(state);
@@ -338,12 +353,12 @@ BENCHMARK(p2p_solver_lists_fp64)->Apply(solver_lists_fp64);
 BENCHMARK(p2p_solver_lists_fp32)
     ->Name("p2p_solver_chunks_fp32")
     ->Apply([](benchmark::internal::Benchmark* b) {
-      solver_chunks(b, {{1000000, 128, 75}, {10000000, 96, 70}, {200000, 64, 72}});
+      add_solver_cases(b, {{1000000, 128, 75}, {10000000, 96, 70}, {200000, 64, 72}}, {0}, chunk_sizes());
     });
 BENCHMARK(p2p_solver_lists_fp64)
     ->Name("p2p_solver_chunks_fp64")
     ->Apply([](benchmark::internal::Benchmark* b) {
-      solver_chunks(b, {{1000000, 96, 42}});
+      add_solver_cases(b, {{1000000, 96, 42}}, {0}, chunk_sizes());
     });
 
 }  // namespace

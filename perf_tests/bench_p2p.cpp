@@ -255,12 +255,20 @@ void host_leaves(benchmark::internal::Benchmark* b) {
 BENCHMARK(p2p_fp64_mutual)->Apply(host_leaves);
 BENCHMARK(direct_sum_fp32_inputs)->UseManualTime()->Unit(benchmark::kMillisecond);
 
-/// bench_solver's Plummer input of n particles (seed 2024), made once per n for all the cases that use it.
-const kfmm::HostParticles& solver_input(int n) {
-  static std::map<int, kfmm::HostParticles> cache;
+/// bench_solver's Plummer input of n particles (seed 2024), made once per n for all the cases that use it
+/// (kept in plain vectors: a static cache of Kokkos Views would outlive Kokkos::finalize).
+struct SolverInput {
+  std::vector<double> positions, masses;  // n x 3 (row-major), n
+};
+const SolverInput& solver_input(int n) {
+  static std::map<int, SolverInput> cache;
   auto it = cache.find(n);
-  if (it == cache.end())
-    it = cache.emplace(n, kfmm::make_distribution(kfmm::Distribution::plummer, n, 2024)).first;
+  if (it == cache.end()) {
+    const kfmm::HostParticles p = kfmm::make_distribution(kfmm::Distribution::plummer, n, 2024);
+    SolverInput in{std::vector<double>(p.positions.data(), p.positions.data() + 3 * static_cast<size_t>(n)),
+                   std::vector<double>(p.masses.data(), p.masses.data() + n)};
+    it = cache.emplace(n, std::move(in)).first;
+  }
   return it->second;
 }
 
@@ -273,12 +281,16 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   const double theta = static_cast<double>(state.range(2)) / 100;
   const int team = static_cast<int>(state.range(3));
   const int per_chunk = static_cast<int>(state.range(4));  // source leaves per chunk (0: the default, 64)
-  const kfmm::HostParticles& host = solver_input(n);
+  const SolverInput& input = solver_input(n);
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  const Kokkos::View<const double* [3], Kokkos::HostSpace, Unmanaged> host_positions(input.positions.data(),
+                                                                                     n);
+  const Kokkos::View<const double*, Kokkos::HostSpace, Unmanaged> host_masses(input.masses.data(), n);
   Space space;
   Kokkos::View<Real* [3], Mem> positions("positions", n);
   Kokkos::View<Real*, Mem> masses("masses", n);
-  kfmm::copy_to(positions, host.positions);
-  kfmm::copy_to(masses, host.masses);
+  kfmm::copy_to(positions, host_positions);
+  kfmm::copy_to(masses, host_masses);
   const auto tree = kfmm::build_octree(space, positions, masses, leaf);
   kfmm::WalkOptions walk;
   walk.theta = theta;

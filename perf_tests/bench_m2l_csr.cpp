@@ -5,6 +5,11 @@
 // 1M and 6M pairs (--tiny: 4096), orders 2, 4, 6, 8, 9, 10, float and double, both lanes in the same run.
 // Each iteration is one kfmm::m2l call (locals accumulate; the time does not depend on their values).
 //
+// m2l_solver_lists: the fused lane on the far lists the solver makes (kfmm's octree and dual-tree walk on
+// bench_solver's Plummer input, perf_tests/solver_lists.hpp) with the multipoles its P2M and M2M make, at
+// the goal points of docs/benchmarks.md, by team size and pairs per chunk (0: the backend's defaults,
+// the solver's choice).
+//
 //   bench_m2l_csr --benchmark_out=m2l.json --benchmark_out_format=json
 //   bench_m2l_csr --benchmark_filter='m2l/fp32/.*/pairs:1000000/p:4'
 #include <Kokkos_Core.hpp>
@@ -17,6 +22,9 @@
 
 #include "benchmark_common.hpp"
 #include "kfmm/operators/m2l.hpp"
+#include "kfmm/operators/p2m.hpp"
+#include "kfmm/operators/translation_passes.hpp"
+#include "solver_lists.hpp"
 
 namespace {
 
@@ -141,6 +149,71 @@ const bool registered = [] {
 #endif
   return true;
 }();
+
+/// The fused M2L over the solver's far list at order p: Plummer (bench_solver's input), kfmm's octree and
+/// walk, multipoles from P2M and M2M; the locals accumulate (the time does not depend on their values).
+template <class Real>
+void bm_m2l_solver_lists(benchmark::State& state) {
+  const int n = kfmm_bench::tiny() ? 10000 : static_cast<int>(state.range(0));
+  if (kfmm_bench::tiny()) state.SetLabel("tiny: n 10000");
+  const int leaf = static_cast<int>(state.range(1));
+  const double theta = static_cast<double>(state.range(2)) / 100;
+  const int order = static_cast<int>(state.range(3));
+  Space space;
+  const kfmm_bench::SolverLists<Real, Space> solver(space, n, leaf, theta);
+  const auto& t = solver.tree;
+  const int row = kfmm::expansion_row_length(order);
+  kfmm::ExpansionView<Real, Mem> multipoles("multipoles", t.num_nodes, row),
+      locals("locals", t.num_nodes, row);
+  kfmm::p2m(space, order, t.positions, t.masses, t.ranges, t.leaves, t.centres, multipoles);
+  kfmm::TranslationPassWorkspace<Mem> passes;
+  kfmm::m2m_pass(space, order, 0, t.level_offsets[t.num_levels - 1], t.first_child, t.num_children, t.centres,
+                 multipoles, passes);
+  kfmm::M2LOptions options;
+  options.lane = kfmm::M2LLane::fused;
+  options.team_size = static_cast<int>(state.range(4));
+  options.pairs_per_chunk = static_cast<int>(state.range(5));
+  options.validate = false;  // (as the solver calls it)
+  kfmm::CsrWorkspace<Mem> workspace;
+  try {
+    const double seconds = kfmm_bench::time_fenced(state, space, [&] {
+      kfmm::m2l(space, order, solver.lists.far, t.centres, multipoles, locals, options, workspace);
+    });
+    const double pairs = static_cast<double>(solver.lists.far.sources.extent(0));
+    kfmm_bench::report_pairs(state, seconds, pairs);
+    state.counters["pairs_per_particle"] = pairs / n;
+  } catch (const kfmm::Error& e) {  // (a team size the backend cannot run at this order is refused)
+    state.SkipWithError(e.what());
+  }
+}
+
+bool on_device() {
+  return !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
+}
+
+// Each case {n, leaf, theta x 100, p} at every team size and pairs per chunk given (0: the default).
+void add_solver_cases(benchmark::internal::Benchmark* b, const std::vector<std::vector<int>>& cases) {
+  b->ArgNames({"n", "leaf", "theta100", "p", "team", "chunk"});
+  const std::vector<int> teams = on_device() ? std::vector<int>{0, 64, 128} : std::vector<int>{0};
+  const std::vector<int> chunks = on_device() ? std::vector<int>{0, 64, 256, 512, 1024} : std::vector<int>{0};
+  for (const auto& c : cases)
+    for (int team : teams)
+      for (int chunk : chunks) b->Args({c[0], c[1], c[2], c[3], team, chunk});
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+void m2l_solver_lists_fp32(benchmark::State& state) {
+  bm_m2l_solver_lists<float>(state);
+}
+void m2l_solver_lists_fp64(benchmark::State& state) {
+  bm_m2l_solver_lists<double>(state);
+}
+// The goal points of docs/benchmarks.md (perf_tests/sweeps/h200_goals.yaml).
+BENCHMARK(m2l_solver_lists_fp32)->Apply([](benchmark::internal::Benchmark* b) {
+  add_solver_cases(b, {{200000, 64, 72, 7}, {1000000, 128, 75, 7}, {10000000, 96, 70, 6}});
+});
+BENCHMARK(m2l_solver_lists_fp64)->Apply([](benchmark::internal::Benchmark* b) {
+  add_solver_cases(b, {{1000000, 96, 42, 9}, {200000, 96, 42, 9}});
+});
 
 }  // namespace
 

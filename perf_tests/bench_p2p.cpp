@@ -26,11 +26,9 @@
 #include <vector>
 
 #include "benchmark_common.hpp"
-#include "kfmm/drivers/distributions.hpp"
 #include "kfmm/operators/direct_sum.hpp"
 #include "kfmm/operators/p2p.hpp"
-#include "kfmm/tree/dual_tree_walk.hpp"
-#include "kfmm/tree/octree.hpp"
+#include "solver_lists.hpp"
 
 namespace {
 
@@ -255,23 +253,6 @@ void host_leaves(benchmark::internal::Benchmark* b) {
 BENCHMARK(p2p_fp64_mutual)->Apply(host_leaves);
 BENCHMARK(direct_sum_fp32_inputs)->UseManualTime()->Unit(benchmark::kMillisecond);
 
-/// bench_solver's Plummer input of n particles (seed 2024), made once per n for all the cases that use it
-/// (kept in plain vectors: a static cache of Kokkos Views would outlive Kokkos::finalize).
-struct SolverInput {
-  std::vector<double> positions, masses;  // n x 3 (row-major), n
-};
-const SolverInput& solver_input(int n) {
-  static std::map<int, SolverInput> cache;
-  auto it = cache.find(n);
-  if (it == cache.end()) {
-    const kfmm::HostParticles p = kfmm::make_distribution(kfmm::Distribution::plummer, n, 2024);
-    SolverInput in{std::vector<double>(p.positions.data(), p.positions.data() + 3 * static_cast<size_t>(n)),
-                   std::vector<double>(p.masses.data(), p.masses.data() + n)};
-    it = cache.emplace(n, std::move(in)).first;
-  }
-  return it->second;
-}
-
 /// P2P over the solver's own near list: Plummer (bench_solver's input), kfmm's octree and walk.
 template <class Real>
 void bm_p2p_solver_lists(benchmark::State& state) {
@@ -281,20 +262,10 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   const double theta = static_cast<double>(state.range(2)) / 100;
   const int team = static_cast<int>(state.range(3));
   const int per_chunk = static_cast<int>(state.range(4));  // source leaves per chunk (0: the default, 64)
-  const SolverInput& input = solver_input(n);
-  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-  const Kokkos::View<const double* [3], Kokkos::HostSpace, Unmanaged> host_positions(input.positions.data(),
-                                                                                     n);
-  const Kokkos::View<const double*, Kokkos::HostSpace, Unmanaged> host_masses(input.masses.data(), n);
   Space space;
-  Kokkos::View<Real* [3], Mem> positions("positions", n);
-  Kokkos::View<Real*, Mem> masses("masses", n);
-  kfmm::copy_to(positions, host_positions);
-  kfmm::copy_to(masses, host_masses);
-  const auto tree = kfmm::build_octree(space, positions, masses, leaf);
-  kfmm::WalkOptions walk;
-  walk.theta = theta;
-  const auto lists = kfmm::dual_tree_walk(space, tree, walk);
+  const kfmm_bench::SolverLists<Real, Space> solver(space, n, leaf, theta);
+  const auto& tree = solver.tree;
+  const auto& lists = solver.lists;
   const double interactions = kfmm_bench::near_interactions(tree.ranges, lists.near, true);  // (i != j)
   Kokkos::View<Real* [3], Mem> acc("acc", n);
   Kokkos::View<Real*, Mem> pot("pot", n);
@@ -370,7 +341,8 @@ BENCHMARK(p2p_solver_lists_fp32)
 BENCHMARK(p2p_solver_lists_fp64)
     ->Name("p2p_solver_chunks_fp64")
     ->Apply([](benchmark::internal::Benchmark* b) {
-      add_solver_cases(b, {{1000000, 96, 42}}, {0}, chunk_sizes());
+      // (the fp64 goal point, the same at 2e5, and the fp64 tolerance mode's 1e-7 point)
+      add_solver_cases(b, {{1000000, 96, 42}, {200000, 96, 42}, {1000000, 80, 34}}, {0}, chunk_sizes());
     });
 
 }  // namespace

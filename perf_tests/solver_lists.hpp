@@ -44,8 +44,8 @@ struct SolverLists {
   SolverLists(const ExecutionSpace& space, int n, int leaf, double theta) {
     const SolverInput& input = solver_input(n);
     using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-    const Kokkos::View<const double* [3], Kokkos::HostSpace, Unmanaged> host_positions(
-        input.positions.data(), n);
+    const Kokkos::View<const double* [3], Kokkos::HostSpace, Unmanaged> host_positions(input.positions.data(),
+                                                                                       n);
     const Kokkos::View<const double*, Kokkos::HostSpace, Unmanaged> host_masses(input.masses.data(), n);
     Kokkos::View<Real* [3], memory_space> positions("positions", n);
     Kokkos::View<Real*, memory_space> masses("masses", n);

@@ -447,6 +447,16 @@ TEST_CASE("p2p default team holds two slices of a full leaf's block", "[kernels]
   CHECK(p2p_default_team_size<double>(100000) == 256);
 }
 
+TEST_CASE("p2p default chunk: 256 source leaves in double on GPUs, else 64", "[kernels][p2p]") {
+  using kfmm::detail::p2p_default_leaves_per_chunk;
+  CHECK(p2p_default_leaves_per_chunk<float, Kokkos::DefaultHostExecutionSpace>() == 64);
+  CHECK(p2p_default_leaves_per_chunk<double, Kokkos::DefaultHostExecutionSpace>() == 64);
+#if defined(KOKKOS_ENABLE_CUDA)
+  CHECK(p2p_default_leaves_per_chunk<float, Kokkos::Cuda>() == 64);
+  CHECK(p2p_default_leaves_per_chunk<double, Kokkos::Cuda>() == 256);
+#endif
+}
+
 TEMPLATE_LIST_TEST_CASE("p2p adds and handles coincident points", "[kernels][p2p]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;

@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/core/particle_types.hpp"
@@ -45,8 +46,8 @@ struct P2POptions {
   /// rows are combined in chunk order); the flag is accepted for symmetry with M2LOptions and costs
   /// nothing.
   bool deterministic = true;
-  /// Most source leaves one work item takes from a row; longer rows are split. 0 = the default, 64
-  /// (on GPUs 32 made twice the chunks at leaf 64, and every chunk pays its setup and reduction).
+  /// Most source leaves one work item takes from a row; longer rows are split. 0 = the default:
+  /// detail::p2p_default_leaves_per_chunk (64; 256 in double on GPUs).
   int leaves_per_chunk = 0;
   /// Threads per team of the team (GPU) kernel; 0 = backend default (on GPUs from the target leaves'
   /// expected size: detail::p2p_default_team_size; host backends then run the one-thread-per-chunk
@@ -190,6 +191,17 @@ constexpr int p2p_default_team_size(int leaf) {
   int team = 64;
   while (team < 2 * slots && team < 256) team *= 2;
   return team;
+}
+
+/// Default source leaves per chunk: 64, and 256 for double on GPU backends. Every chunk pays its setup
+/// (the leaf lookup, the target block's loads) and reduction, and a split row its partial blocks: on GPUs
+/// 32 made twice the chunks of 64 at leaf 64 in float, where 256 lost 17 % at 2e5 (too few chunks
+/// for the GPU); in double, whose rows are long at the small opening angles of its accuracies,
+/// 256 took the solver's P2P 4-6 % less time at 1e6 and the same at 2e5 (bench_p2p
+/// p2p_solver_chunks_*, docs/kernels.md).
+template <class Real, class ExecutionSpace>
+constexpr int p2p_default_leaves_per_chunk() {
+  return !is_host_execution_space<ExecutionSpace> && sizeof(Real) == 8 ? 256 : 64;
 }
 
 /// GPU variant: one team per chunk, source tiles in team scratch (see file comment).
@@ -457,7 +469,8 @@ void p2p_impl(const ExecutionSpace& space,
       return;
     }
   }
-  const int per_chunk = options.leaves_per_chunk > 0 ? options.leaves_per_chunk : 64;
+  const int per_chunk = options.leaves_per_chunk > 0 ? options.leaves_per_chunk
+                                                     : p2p_default_leaves_per_chunk<Real, ExecutionSpace>();
   Kokkos::View<const int* [2], Mem> rng = ranges;
   Kokkos::View<const int*, Mem> tgt = near_list.targets;
   auto block = KOKKOS_LAMBDA(int r) {

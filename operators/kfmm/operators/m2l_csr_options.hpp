@@ -39,8 +39,8 @@ struct M2LOptions {
   /// costs nothing; it is accepted so callers can state the requirement.
   bool deterministic = true;
   /// Fused lane: most pairs of a row one work item takes (longer rows are split and their partial
-  /// locals combined in a fixed order). 0 = backend default (32 x team size for the team kernel, i.e.
-  /// 1024 on GPUs; 256 for the host kernel).
+  /// locals combined in a fixed order). 0 = backend default (32 x team size for the team kernel in
+  /// float and 64 x in double, i.e. 1024 and 2048 on GPUs; 256 for the host kernel).
   int pairs_per_chunk = 0;
   /// Fused lane: threads per team of the team (GPU) kernel; 0 = backend default (32 on GPUs; host
   /// backends then run the one-thread-per-chunk kernel). A value on a host backend runs the team

@@ -29,14 +29,18 @@
 
 namespace kfmm::detail {
 
-/// Default chunk of the team kernel, in pairs per thread: 32, i.e. 1024 pairs for the default team of
-/// 32. Each chunk pays a start (a chain of dependent loads from the chunk table to the first source
-/// row), a team reduction and its output writes, and a split row its partial blocks and their
-/// combination; with one to eight warps resident per SM (the kernel needs 128-255 registers per thread)
-/// little of that is hidden. Measured on one H200 on the solver's own far lists (bench_m2l_csr
-/// m2l_solver_lists_*, docs/kernels.md): 1024 pairs against the earlier 4 per thread (128) took the
-/// M2L 10-19 % less time at the goal points, float and double.
-inline constexpr int m2l_team_pairs_per_thread = 32;
+/// Default chunk of the team kernel, in pairs per thread: 32 in float and 64 in double, i.e. 1024 and
+/// 2048 pairs for the default team of 32. Each chunk pays a start (a chain of dependent loads from the
+/// chunk table to the first source row), a team reduction and its output writes, and a split row its
+/// partial blocks and their combination, with few warps per SM to hide it (the kernel holds 124-255
+/// registers per thread): the likely cause, not profiled. Measured on one H200 on the solver's own far
+/// lists (bench_m2l_csr m2l_solver_lists_*, docs/kernels.md) against the earlier 4 per thread (128
+/// pairs): 1024 pairs took the M2L 10-19 % less time at the goal points, float and double; 2048 gained
+/// another 3-4 % in double (flat up to 16384) but 0-1 % in float, where 4096 lost 29 % at 2e5 (its few
+/// long rows, one team each, finish last). Fewer chunks also shrink the partial buffer's bound,
+/// (p+1)^2 x pairs / chunk.
+template <class Real>
+inline constexpr int m2l_team_pairs_per_thread = sizeof(Real) == 8 ? 64 : 32;
 
 /// Shared state of the fused kernels.
 template <class Mem, class CentresView, class MultipoleView, class LocalView>
@@ -223,8 +227,9 @@ void m2l_fused(const ExecutionSpace& space, int order,
   const int nc = num_coefficients(order);
   const bool team_kernel = !host || options.team_size > 0;
   const int team = options.team_size > 0 ? options.team_size : (host ? 1 : 32);
-  const int per_chunk = options.pairs_per_chunk > 0 ? options.pairs_per_chunk
-                                                    : (team_kernel ? m2l_team_pairs_per_thread * team : 256);
+  const int per_chunk = options.pairs_per_chunk > 0
+                            ? options.pairs_per_chunk
+                            : (team_kernel ? m2l_team_pairs_per_thread<Real> * team : 256);
   auto block = KOKKOS_LAMBDA(int) {
     return nc;
   };

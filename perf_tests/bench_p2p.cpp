@@ -261,7 +261,7 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   const int leaf = static_cast<int>(state.range(1));
   const double theta = static_cast<double>(state.range(2)) / 100;
   const int team = static_cast<int>(state.range(3));
-  const int per_chunk = static_cast<int>(state.range(4));  // source leaves per chunk (0: the default, 64)
+  const int per_chunk = static_cast<int>(state.range(4));  // source leaves per chunk (0: the default)
   Space space;
   const kfmm_bench::SolverLists<Real, Space> solver(space, n, leaf, theta);
   const auto& tree = solver.tree;
@@ -285,22 +285,14 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   state.counters["mean_leaf_occupancy"] = static_cast<double>(n) / tree.num_leaves;
 }
 
-bool on_device() {
-  return !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible;
-}
-
 // Each case {n, leaf, theta x 100} at every team size and source leaves per chunk given (0: the default).
 void add_solver_cases(benchmark::internal::Benchmark* b, const std::vector<std::vector<int>>& cases,
                       const std::vector<int>& teams, const std::vector<int>& chunks) {
-  b->ArgNames({"n", "leaf", "theta100", "team", "chunk"});
-  for (const auto& c : cases)
-    for (int team : teams)
-      for (int chunk : chunks) b->Args({c[0], c[1], c[2], team, chunk});
-  b->UseManualTime()->Unit(benchmark::kMillisecond);
+  kfmm_bench::add_team_chunk_cases(b, {"n", "leaf", "theta100"}, cases, teams, chunks);
 }
 // GPU: the team kernel at several team sizes; host: the default kernel only (team 0).
 std::vector<int> team_sizes() {
-  return on_device() ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
+  return kfmm_bench::on_device() ? std::vector<int>{0, 64, 128, 256} : std::vector<int>{0};
 }
 // The goal points of docs/benchmarks.md first, then neighbouring leaf sizes and sizes (the team size that
 // fills a leaf's block depends on the leaf bound; at 1e7 the inputs no longer fit the GPU's L2, where
@@ -323,7 +315,7 @@ void solver_lists_fp64(benchmark::internal::Benchmark* b) {
 // Source leaves per chunk at the default team (the solver's), on the goal points' lists: a chunk is one
 // team's work, so with 128-256 threads per team a chunk of 64 leaves of ~24 particles is 3-6 tiles.
 std::vector<int> chunk_sizes() {
-  return on_device() ? std::vector<int>{16, 32, 64, 128, 256} : std::vector<int>{64};
+  return kfmm_bench::on_device() ? std::vector<int>{16, 32, 64, 128, 256} : std::vector<int>{64};
 }
 void p2p_solver_lists_fp32(benchmark::State& state) {
   bm_p2p_solver_lists<float>(state);

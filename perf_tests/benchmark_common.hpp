@@ -11,6 +11,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -84,6 +85,31 @@ inline void report_pairs(benchmark::State& state, double median_seconds, double 
   state.counters["pairs"] = pairs_per_call;
   state.counters["ns_per_pair"] = median_seconds * 1e9 / pairs_per_call;
   state.counters["pairs_per_second"] = pairs_per_call / median_seconds;
+}
+
+/// True when the default execution space's memory is not host-accessible (a GPU build).
+inline bool on_device() {
+  return !Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                     Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+}
+
+/// Registers every case (its leading arguments, named by `names` up to "team" and "chunk") once per
+/// team size and chunk size given, as the two trailing arguments; manual time in milliseconds.
+inline void add_team_chunk_cases(benchmark::internal::Benchmark* b, std::vector<std::string> names,
+                                 const std::vector<std::vector<int>>& cases, const std::vector<int>& teams,
+                                 const std::vector<int>& chunks) {
+  names.push_back("team");
+  names.push_back("chunk");
+  b->ArgNames(names);
+  for (const auto& c : cases)
+    for (int team : teams)
+      for (int chunk : chunks) {
+        std::vector<int64_t> args(c.begin(), c.end());
+        args.push_back(team);
+        args.push_back(chunk);
+        b->Args(args);
+      }
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
 /// Initialises Kokkos and Google Benchmark, strips --tiny, runs the registered benchmarks.

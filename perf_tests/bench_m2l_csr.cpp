@@ -154,14 +154,11 @@ const bool registered = [] {
 /// walk, multipoles from P2M and M2M; the locals accumulate (the time does not depend on their values).
 template <class Real>
 void bm_m2l_solver_lists(benchmark::State& state) {
-  const int n = kfmm_bench::tiny() ? 10000 : static_cast<int>(state.range(0));
-  if (kfmm_bench::tiny()) state.SetLabel("tiny: n 10000");
-  const int leaf = static_cast<int>(state.range(1));
-  const double theta = static_cast<double>(state.range(2)) / 100;
   const int order = static_cast<int>(state.range(3));
   Space space;
-  const kfmm_bench::SolverLists<Real, Space> solver(space, n, leaf, theta);
+  const auto solver = kfmm_bench::solver_lists_for_case<Real>(space, state);
   const auto& t = solver.tree;
+  const int n = t.num_particles;
   const int row = kfmm::expansion_row_length(order);
   kfmm::ExpansionView<Real, Mem> multipoles("multipoles", t.num_nodes, row),
       locals("locals", t.num_nodes, row);

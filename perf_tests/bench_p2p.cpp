@@ -256,15 +256,12 @@ BENCHMARK(direct_sum_fp32_inputs)->UseManualTime()->Unit(benchmark::kMillisecond
 /// P2P over the solver's own near list: Plummer (bench_solver's input), kfmm's octree and walk.
 template <class Real>
 void bm_p2p_solver_lists(benchmark::State& state) {
-  const int n = kfmm_bench::tiny() ? 10000 : static_cast<int>(state.range(0));
-  if (kfmm_bench::tiny()) state.SetLabel("tiny: n 10000");
-  const int leaf = static_cast<int>(state.range(1));
-  const double theta = static_cast<double>(state.range(2)) / 100;
   const int team = static_cast<int>(state.range(3));
   const int per_chunk = static_cast<int>(state.range(4));  // source leaves per chunk (0: the default)
   Space space;
-  const kfmm_bench::SolverLists<Real, Space> solver(space, n, leaf, theta);
+  const auto solver = kfmm_bench::solver_lists_for_case<Real>(space, state);
   const auto& tree = solver.tree;
+  const int n = tree.num_particles;
   const auto& lists = solver.lists;
   const double interactions = kfmm_bench::near_interactions(tree.ranges, lists.near, true);  // (i != j)
   Kokkos::View<Real* [3], Mem> acc("acc", n);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "benchmark_common.hpp"
 #include "kfmm/drivers/distributions.hpp"
 #include "kfmm/tree/dual_tree_walk.hpp"
 #include "kfmm/tree/octree.hpp"
@@ -59,5 +60,16 @@ struct SolverLists {
     lists = kfmm::dual_tree_walk(space, tree, walk);
   }
 };
+
+/// SolverLists for a benchmark case whose first three arguments are {n, leaf, theta x 100} (--tiny: n =
+/// 10000, said in the label).
+template <class Real, class ExecutionSpace>
+SolverLists<Real, ExecutionSpace> solver_lists_for_case(const ExecutionSpace& space,
+                                                        benchmark::State& state) {
+  if (tiny()) state.SetLabel("tiny: n 10000");
+  const int n = tiny() ? 10000 : static_cast<int>(state.range(0));
+  return SolverLists<Real, ExecutionSpace>(space, n, static_cast<int>(state.range(1)),
+                                           static_cast<double>(state.range(2)) / 100);
+}
 
 }  // namespace kfmm_bench

@@ -218,7 +218,7 @@ BENCHMARK(m2l_solver_lists_groups_fp64)->Apply([](benchmark::internal::Benchmark
       {1000000, 128, 47, 10}, {1000000, 96, 42, 9}, {1000000, 128, 40, 8}, {1000000, 128, 36, 7}};
   b->ArgNames({"n", "leaf", "theta100", "p", "team", "chunk", "groups"});
   for (const auto& c : cases)
-    for (int groups = 1; groups <= (kfmm_bench::on_device() ? 4 : 2); ++groups)
+    for (int groups : kfmm_bench::on_device() ? std::vector<int>{1, 2, 4, 6, 8} : std::vector<int>{1, 2})
       b->Args({c[0], c[1], c[2], c[3], 0, 0, groups});
   b->UseManualTime()->Unit(benchmark::kMillisecond);
 });

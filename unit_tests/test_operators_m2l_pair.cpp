@@ -253,11 +253,12 @@ TEST_CASE("the degree split puts every degree in one group, balanced", "[operato
         costliest = std::max<long long>(costliest, kfmm::detail::m2l_degree_cost(p, n));
       // the longest-processing-time rule: no group above the mean plus the costliest degree
       CHECK(most <= total / G + costliest);
-      int capacity = 0;
-      for (int g = 0; g < G; ++g)
-        capacity = std::max(
-            capacity, kfmm::detail::degree_mask_coefficients(kfmm::detail::degree_group_mask(p, G, g), p));
-      CHECK(kfmm::detail::degree_group_capacity(p, G) == capacity);
+      // the exchange buffer's slots enumerate its entries in order, each once
+      int next = 0;
+      for (int n = 0; n <= p; ++n)
+        for (int m = -kfmm::detail::z_rows(p, n); m <= kfmm::detail::z_rows(p, n); ++m)
+          REQUIRE(kfmm::detail::exchange_slot(p, n, m) == next++);
+      CHECK(kfmm::detail::exchange_entries(p) == next);
     }
   }
   // p 10 in four groups: the costliest degree alone, no group over 1.1 x the mean

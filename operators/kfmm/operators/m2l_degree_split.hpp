@@ -40,7 +40,7 @@
 namespace kfmm::detail {
 
 /// Most groups a pair's degrees are split into.
-inline constexpr int max_degree_groups = 4;
+inline constexpr int max_degree_groups = 8;
 
 /// Multiply-adds of degree n in one rotation M2L of order p (m2l_pair.hpp, folded scalings): four
 /// rotations about z, two full swaps, the row-limited and the column-limited swap, the z-translation
@@ -77,55 +77,24 @@ KOKKOS_INLINE_FUNCTION constexpr unsigned degree_group_mask(int p, int G, int g)
   return mask[g];
 }
 
-/// Coefficients of the degrees in `degrees` up to order p.
-KOKKOS_INLINE_FUNCTION constexpr int degree_mask_coefficients(unsigned degrees, int p) {
-  int c = 0;
-  for (int n = 0; n <= p; ++n)
-    if (has_degree(degrees, n)) c += 2 * n + 1;
-  return c;
-}
-
-/// The most coefficients of any group of G at order p: the partial local each thread holds.
-KOKKOS_INLINE_FUNCTION constexpr int degree_group_capacity(int p, int G) {
-  int most = 0;
-  for (int g = 0; g < G; ++g) {
-    const int c = degree_mask_coefficients(degree_group_mask(p, G, g), p);
-    most = c > most ? c : most;
-  }
-  return most;
-}
-
 /// Rows of degree n that the z-translation reads (aligned multipole) and writes (aligned local):
 /// |m| <= min(n, p - n).
 KOKKOS_FORCEINLINE_FUNCTION constexpr int z_rows(int p, int n) {
   return n < p - n ? n : p - n;
 }
 
-/// Slot of (n, m), |m| <= z_rows(p, n), in the exchange buffer: degrees in order, 2 z_rows + 1 each.
+/// Slot of (n, m), |m| <= z_rows(p, n), in the exchange buffer: degrees in order, 2 z_rows + 1 each,
+/// i.e. n + 2 sum_{j<n} min(j, p - j) before degree n, in closed form (no loop for the device compiler
+/// to unroll: a loop here was left rolled inside the unrolled kernels).
 KOKKOS_FORCEINLINE_FUNCTION constexpr int exchange_slot(int p, int n, int m) {
-  int at = 0;
-  for (int j = 0; j < n; ++j) at += 2 * z_rows(p, j) + 1;
-  return at + z_rows(p, n) + m;
+  const int a = n < p / 2 + 1 ? n : p / 2 + 1;  // degrees j < a have min(j, p - j) = j
+  const int tail = n > a ? (n - a) * p - (n * (n - 1) - a * (a - 1)) / 2 : 0;
+  return n + a * (a - 1) + 2 * tail + z_rows(p, n) + m;
 }
 
 /// Entries of one pair in the exchange buffer (61 at p 10 against 121 coefficients).
 KOKKOS_INLINE_FUNCTION constexpr int exchange_entries(int p) {
   return exchange_slot(p, p, 0) + 1;
-}
-
-/// Slot of (n, m) in the partial local of the thread holding `degrees`: its degrees packed in order
-/// (P >= 0; the compile-time indices keep it in registers), or the full layout (P = -1).
-template <int P>
-KOKKOS_FORCEINLINE_FUNCTION constexpr int group_slot(unsigned degrees, int n, int m) {
-  if constexpr (P < 0) {
-    (void)degrees;
-    return coefficient_index(n, m);
-  } else {
-    int at = 0;
-    for (int j = 0; j < n; ++j)
-      if (has_degree(degrees, j)) at += 2 * j + 1;
-    return at + n + m;
-  }
 }
 
 /// Phase A of one pair for the degrees `degrees` (see the file comment): the raw multipole M (nullptr:
@@ -156,7 +125,9 @@ KOKKOS_FORCEINLINE_FUNCTION void m2l_split_rotate_in(int order, unsigned degrees
 }
 
 /// Phase B of one pair for the degrees `degrees`: the z-translation sums of its degrees from the
-/// exchange buffer x (stride W), the rotation back, and (when `add`) L[group_slot] += the local.
+/// exchange buffer x (stride W), the rotation back, and (when `add`) L += the local on its degrees (L
+/// in the packed layout: with compile-time orders and masks only those entries are ever touched, so a
+/// device compiler keeps only them, in registers).
 template <int P, class Real>
 KOKKOS_FORCEINLINE_FUNCTION void m2l_split_rotate_out(int order, unsigned degrees, const Real* x, int W,
                                                       const RotationAngles<Real>& g, bool add, Real* L) {
@@ -203,7 +174,7 @@ KOKKOS_FORCEINLINE_FUNCTION void m2l_split_rotate_out(int order, unsigned degree
       if (!has_degree(degrees, n)) continue;
       KFMM_PRAGMA_UNROLL
       for (int m = -n; m <= n; ++m)
-        L[group_slot<P>(degrees, n, m)] += a[coefficient_index(n, m)] * static_cast<Real>(expansion_scale(n, m));
+        L[coefficient_index(n, m)] += a[coefficient_index(n, m)] * static_cast<Real>(expansion_scale(n, m));
     }
   }
 }
@@ -228,7 +199,8 @@ KOKKOS_INLINE_FUNCTION void m2l_degree_split_pair(int order, int G, const Real* 
   Real x[exchange_entries(max_order)];
   const RotationAngles<Real> g = rotation_angles(dx, dy, dz);
   for (int q = 0; q < G; ++q) m2l_split_rotate_in<-1>(order, degree_group_mask(order, G, q), M, g, x, 1);
-  for (int q = 0; q < G; ++q) m2l_split_rotate_out<-1>(order, degree_group_mask(order, G, q), x, 1, g, true, L);
+  for (int q = 0; q < G; ++q)
+    m2l_split_rotate_out<-1>(order, degree_group_mask(order, G, q), x, 1, g, true, L);
 }
 
 }  // namespace kfmm::detail

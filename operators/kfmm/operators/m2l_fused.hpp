@@ -231,30 +231,35 @@ struct M2LDegreeSplitKernel {
   int level;   // scratch level
 
   /// Two halves of the exchange buffer, reused for the lanes' partial locals (stride W + 1) at the end.
-  static size_t scratch_bytes(int p, int W) {
+  KOKKOS_INLINE_FUNCTION static size_t scratch_bytes(int p, int W) {
     const size_t exchange = 2 * static_cast<size_t>(exchange_entries(p)) * W;
     const size_t reduce = static_cast<size_t>(num_coefficients(p)) * (W + 1);
     return sizeof(Real) * (exchange > reduce ? exchange : reduce) + 64;
   }
 
-  // (the partial local of one thread: its group's degrees packed at compile-time orders)
-  static constexpr int local_capacity = P >= 0 ? degree_group_capacity(P, G) : num_coefficients(max_order);
+  // (the partial local of one thread, in the packed layout: only its group's entries are touched)
+  static constexpr int local_capacity = num_coefficients(buffer_order<P>);
 
-  template <class GroupMask>
-  KOKKOS_FORCEINLINE_FUNCTION void run(const Member& m, int c, GroupMask group_mask) const {
-    const int t = d.targets(d.chunk_row(c));
+  /// The chunk's pairs for one group (degrees): its own step loop, so that its partial local, indexed
+  /// by compile-time slots, stays in registers. (One loop with the groups dispatched inside let the
+  /// compiler merge the groups' accumulations into one with run-time addresses: the local went to
+  /// local memory.) The groups' loops meet at the same barriers, one per step; each warp holds one
+  /// group (W a multiple of 32 on GPUs), so every barrier is reached by whole warps.
+  KOKKOS_FORCEINLINE_FUNCTION void run_group(const Member& m, int c, int t, unsigned degrees,
+                                             Real* buffer) const {
     const int k0 = d.chunk_begin(c);
     const int k1 = d.chunk_end(c);
     const int W = lanes;
-    const int rank = m.team_rank();
-    const int lane = rank % W;
-    const int group = rank / W;
+    const int lane = m.team_rank() % W;
     const int p = effective_order<P>(d.order);  // (constant at compile-time orders: L's indices too)
     const int entries = exchange_entries(p);
-    Real* buffer = static_cast<Real*>(m.team_scratch(level).get_shmem_aligned(scratch_bytes(p, W) - 64, 16));
     Real L[local_capacity];
     KFMM_PRAGMA_UNROLL
-    for (int i = 0; i < local_capacity; ++i) L[i] = Real(0);
+    for (int n = 0; n <= p; ++n) {
+      if (!has_degree(degrees, n)) continue;
+      KFMM_PRAGMA_UNROLL
+      for (int mm = -n; mm <= n; ++mm) L[coefficient_index(n, mm)] = Real(0);
+    }
     const double tx = d.centres(t, 0), ty = d.centres(t, 1), tz = d.centres(t, 2);
     int half = 0;
     // Every thread runs the same number of steps (the barrier count); lanes past the chunk compute
@@ -268,45 +273,44 @@ struct M2LDegreeSplitKernel {
                                                               static_cast<Real>(tz - d.centres(s, 2)))
                                             : rotation_angles(Real(0), Real(0), Real(1));
       Real* x = buffer + half * entries * W + lane;
-      const Real* M = active ? &d.multipoles(s, 0) : nullptr;
-      group_mask(group, [&](unsigned degrees) { m2l_split_rotate_in<P>(p, degrees, M, g, x, W); });
+      m2l_split_rotate_in<P>(p, degrees, active ? &d.multipoles(s, 0) : nullptr, g, x, W);
       m.team_barrier();
-      group_mask(group, [&](unsigned degrees) { m2l_split_rotate_out<P>(p, degrees, x, W, g, active, L); });
+      m2l_split_rotate_out<P>(p, degrees, x, W, g, active, L);
       half ^= 1;
     }
     m.team_barrier();  // (every thread has read the exchange buffer: it becomes the reduction buffer)
-    group_mask(group, [&](unsigned degrees) {
+    KFMM_PRAGMA_UNROLL
+    for (int n = 0; n <= p; ++n) {
+      if (!has_degree(degrees, n)) continue;
       KFMM_PRAGMA_UNROLL
-      for (int n = 0; n <= p; ++n) {
-        if (!has_degree(degrees, n)) continue;
-        KFMM_PRAGMA_UNROLL
-        for (int mm = -n; mm <= n; ++mm)
-          buffer[coefficient_index(n, mm) * (W + 1) + lane] = L[group_slot<P>(degrees, n, mm)];
-      }
-    });
-    m.team_barrier();
-    const int T = m.team_size();
-    for (int i = rank; i < d.nc; i += T) {  // lanes summed in lane order: deterministic
-      Real sum = buffer[i * (W + 1)];
-      for (int u = 1; u < W; ++u) sum += buffer[i * (W + 1) + u];
-      d.emit(c, t, i, sum);
+      for (int mm = -n; mm <= n; ++mm)
+        buffer[coefficient_index(n, mm) * (W + 1) + lane] = L[coefficient_index(n, mm)];
     }
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
     const int c = m.league_rank();
     if (d.past_end(c)) return;
+    const int t = d.targets(d.chunk_row(c));
+    const int W = lanes;
+    Real* buffer =
+        static_cast<Real*>(m.team_scratch(level).get_shmem_aligned(scratch_bytes(d.order, W) - 64, 16));
+    const int group = m.team_rank() / W;
     if constexpr (P >= 0) {
       // Compile-time masks: each group's code touches only its degrees, held in registers.
-      run(m, c, [](int group, auto&& body) {
-        dispatch_group<G>(group, [&](auto q) {
-          constexpr unsigned degrees = degree_group_mask(P, G, decltype(q)::value);
-          body(degrees);
-        });
+      dispatch_group<G>(group, [&](auto q) {
+        constexpr unsigned degrees = degree_group_mask(P, G, decltype(q)::value);
+        run_group(m, c, t, degrees, buffer);
       });
     } else {
-      const unsigned mine = degree_group_mask(d.order, groups, m.team_rank() / lanes);
-      run(m, c, [mine](int, auto&& body) { body(mine); });
+      run_group(m, c, t, degree_group_mask(d.order, groups, group), buffer);
+    }
+    m.team_barrier();
+    const int T = m.team_size();
+    for (int i = m.team_rank(); i < d.nc; i += T) {  // lanes summed in lane order: deterministic
+      Real sum = buffer[i * (W + 1)];
+      for (int u = 1; u < W; ++u) sum += buffer[i * (W + 1) + u];
+      d.emit(c, t, i, sum);
     }
   }
 };
@@ -388,14 +392,14 @@ void m2l_fused(const ExecutionSpace& space, int order,
   if (split) {
     const int lanes = team / groups;
     const size_t bytes = M2LDegreeSplitKernel<-1, 0, ExecutionSpace, Data>::scratch_bytes(order, lanes);
-    // Compile-time orders and groups where the split is measured to pay (double, p 7-10, on GPUs);
-    // elsewhere the runtime-order kernel (a test path on host backends).
+    // Compile-time orders and groups where the split is measured (double, p 7-10, even groups, on
+    // GPUs); elsewhere the runtime-order kernel (a test path on host backends).
     constexpr bool compiled = !host && std::is_same_v<Real, double> && P >= 7 && P <= 10;
     bool ran = false;
     if constexpr (compiled) {
       dispatch_order_range<2, max_degree_groups>(groups, [&](auto g) {
         constexpr int G = decltype(g)::value;
-        if constexpr (G >= 2) {
+        if constexpr (G >= 2 && G % 2 == 0) {
           run_team(M2LDegreeSplitKernel<P, G, ExecutionSpace, Data>{d, groups, lanes, 0}, bytes);
           ran = true;
         }

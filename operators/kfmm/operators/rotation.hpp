@@ -302,13 +302,6 @@ namespace detail {
 KOKKOS_FORCEINLINE_FUNCTION constexpr bool has_degree(unsigned degrees, int n) {
   return ((degrees >> n) & 1u) != 0;
 }
-/// The highest degree <= p in `degrees` (-1 if none).
-KOKKOS_FORCEINLINE_FUNCTION constexpr int top_degree(unsigned degrees, int p) {
-  int top = -1;
-  for (int n = 0; n <= p; ++n)
-    if (has_degree(degrees, n)) top = n;
-  return top;
-}
 }  // namespace detail
 
 /// In place: a <- Dz(alpha) a for an expansion of order p (P >= 0: compile-time order, the runtime
@@ -317,15 +310,15 @@ KOKKOS_FORCEINLINE_FUNCTION constexpr int top_degree(unsigned degrees, int p) {
 template <int P = -1, class Real>
 KOKKOS_INLINE_FUNCTION void rotate_z(int order, Real c, Real s, Real* a, unsigned degrees = all_degrees) {
   const int p = detail::effective_order<P>(order);
-  const int top = degrees == all_degrees ? p : detail::top_degree(degrees, p);
   Real cm = Real(1), sm = Real(0);
   KFMM_PRAGMA_UNROLL
-  for (int m = 1; m <= top; ++m) {
+  for (int m = 1; m <= p; ++m) {
+    if ((degrees >> m) == 0u) break;  // no degree >= m left (constant with a compile-time mask)
     const Real cn = cm * c - sm * s;
     sm = sm * c + cm * s;
     cm = cn;
     KFMM_PRAGMA_UNROLL
-    for (int n = m; n <= top; ++n) {
+    for (int n = m; n <= p; ++n) {
       if (!detail::has_degree(degrees, n)) continue;
       const Real u = a[coefficient_index(n, m)], v = a[coefficient_index(n, -m)];
       a[coefficient_index(n, m)] = cm * u - sm * v;

@@ -153,7 +153,7 @@ const bool registered = [] {
 /// The fused M2L over the solver's far list at order p: Plummer (bench_solver's input), kfmm's octree and
 /// walk, multipoles from P2M and M2M; the locals accumulate (the time does not depend on their values).
 template <class Real>
-void bm_m2l_solver_lists(benchmark::State& state, int degree_groups = 0) {
+void bm_m2l_solver_lists(benchmark::State& state) {
   const int order = static_cast<int>(state.range(3));
   Space space;
   const auto solver = kfmm_bench::solver_lists_for_case<Real>(space, state);
@@ -170,7 +170,6 @@ void bm_m2l_solver_lists(benchmark::State& state, int degree_groups = 0) {
   options.lane = kfmm::M2LLane::fused;
   options.team_size = static_cast<int>(state.range(4));
   options.pairs_per_chunk = static_cast<int>(state.range(5));
-  options.degree_groups = degree_groups;
   options.validate = false;  // (as the solver calls it)
   kfmm::CsrWorkspace<Mem> workspace;
   try {
@@ -206,21 +205,6 @@ BENCHMARK(m2l_solver_lists_fp32)->Apply([](benchmark::internal::Benchmark* b) {
 });
 BENCHMARK(m2l_solver_lists_fp64)->Apply([](benchmark::internal::Benchmark* b) {
   add_solver_cases(b, {{1000000, 96, 42, 9}, {200000, 96, 42, 9}});
-});
-
-// The degree-split kernel (M2LOptions::degree_groups; 1: one thread per pair) in double at the fp64
-// points of docs/benchmarks.md and lower orders, default team (groups x 32 on GPUs) and chunk.
-void m2l_solver_lists_groups_fp64(benchmark::State& state) {
-  bm_m2l_solver_lists<double>(state, static_cast<int>(state.range(6)));
-}
-BENCHMARK(m2l_solver_lists_groups_fp64)->Apply([](benchmark::internal::Benchmark* b) {
-  const std::vector<std::vector<int>> cases = {
-      {1000000, 128, 47, 10}, {1000000, 96, 42, 9}, {1000000, 128, 40, 8}, {1000000, 128, 36, 7}};
-  b->ArgNames({"n", "leaf", "theta100", "p", "team", "chunk", "groups"});
-  for (const auto& c : cases)
-    for (int groups : kfmm_bench::on_device() ? std::vector<int>{1, 2, 4, 6, 8} : std::vector<int>{1, 2})
-      b->Args({c[0], c[1], c[2], c[3], 0, 0, groups});
-  b->UseManualTime()->Unit(benchmark::kMillisecond);
 });
 
 }  // namespace

@@ -247,27 +247,6 @@ std::vector<std::pair<std::string, kfmm::M2LOptions>> variants(const Space& spac
     o.pairs_per_chunk = 0;
     v.emplace_back("fused team registers", o);
   }
-  // the degree-split team kernel (m2l_degree_split.hpp): G groups of team / G lanes; on host backends
-  // teams of G threads (one lane) where the backend runs them; short chunks leave lanes idle
-  {
-    const bool device = !kfmm::detail::is_host_execution_space<Space>;
-    kfmm::M2LOptions sp;
-    sp.lane = kfmm::M2LLane::fused;
-    for (int groups = 2; groups <= kfmm::detail::max_degree_groups; ++groups) {
-      if (!device && groups > kfmm::compat::concurrency(space)) continue;
-      sp.degree_groups = groups;
-      sp.pairs_per_chunk = 0;
-      v.emplace_back("fused degree split " + std::to_string(groups), sp);
-      sp.pairs_per_chunk = 3;
-      v.emplace_back("fused degree split " + std::to_string(groups) + " split rows", sp);
-    }
-    if (device) {  // fewer lanes than a warp
-      sp.degree_groups = 4;
-      sp.team_size = 4 * 5;
-      sp.pairs_per_chunk = 0;
-      v.emplace_back("fused degree split 4 x 5 lanes", sp);
-    }
-  }
   kfmm::M2LOptions b;
   b.lane = kfmm::M2LLane::baseline;
   v.emplace_back("baseline", b);

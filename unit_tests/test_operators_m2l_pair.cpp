@@ -9,7 +9,6 @@
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -17,7 +16,6 @@
 
 #include "backends.hpp"
 #include "kfmm/operators/m2l_csr_lanes.hpp"
-#include "kfmm/operators/m2l_degree_split.hpp"
 #include "kfmm/operators/m2l_pair.hpp"
 #include "test_operators_common.hpp"
 
@@ -230,79 +228,4 @@ TEST_CASE("the host lanes' swap tables hold each scaled entry rounded once", "[o
       const int expected = ((n + std::abs(m)) % 2 == 0 ? 1 : -1) * (m == 0 ? 1 : 2);
       CHECK(kfmm::m2l_z_sign_weight(n, m) == expected);
     }
-}
-
-TEST_CASE("the degree split puts every degree in one group, balanced", "[operators][m2l]") {
-  for (int p = 0; p <= kfmm::max_order; ++p) {
-    for (int G = 1; G <= kfmm::detail::max_degree_groups; ++G) {
-      INFO("p = " << p << ", groups " << G);
-      unsigned seen = 0;
-      long long most = 0, total = 0, costliest = 0;
-      for (int g = 0; g < G; ++g) {
-        const unsigned mask = kfmm::detail::degree_group_mask(p, G, g);
-        REQUIRE((mask & seen) == 0u);  // no degree in two groups
-        seen |= mask;
-        long long load = 0;
-        for (int n = 0; n <= p; ++n)
-          if (kfmm::detail::has_degree(mask, n)) load += kfmm::detail::m2l_degree_cost(p, n);
-        most = std::max(most, load);
-        total += load;
-      }
-      REQUIRE(seen == (p >= 31 ? ~0u : (1u << (p + 1)) - 1u));  // every degree 0..p, nothing else
-      for (int n = 0; n <= p; ++n)
-        costliest = std::max<long long>(costliest, kfmm::detail::m2l_degree_cost(p, n));
-      // the longest-processing-time rule: no group above the mean plus the costliest degree
-      CHECK(most <= total / G + costliest);
-      // the exchange buffer's slots enumerate its entries in order, each once
-      int next = 0;
-      for (int n = 0; n <= p; ++n)
-        for (int m = -kfmm::detail::z_rows(p, n); m <= kfmm::detail::z_rows(p, n); ++m)
-          REQUIRE(kfmm::detail::exchange_slot(p, n, m) == next++);
-      CHECK(kfmm::detail::exchange_entries(p) == next);
-    }
-  }
-  // p 10 in four groups: the costliest degree alone, no group over 1.1 x the mean
-  long long most = 0, total = 0;
-  for (int g = 0; g < 4; ++g) {
-    long long load = 0;
-    for (int n = 0; n <= 10; ++n)
-      if (kfmm::detail::has_degree(kfmm::detail::degree_group_mask(10, 4, g), n))
-        load += kfmm::detail::m2l_degree_cost(10, n);
-    most = std::max(most, load);
-    total += load;
-  }
-  CHECK(most * 4 <= total * 11 / 10);
-}
-
-TEST_CASE("the degree-split M2L equals the rotation M2L", "[operators][m2l]") {
-  // All groups of m2l_degree_split_pair in turn through the exchange buffer: the same operations as
-  // m2l_rotation_pair<P> (folded scalings), at every order, in every direction, for 1..4 groups.
-  std::mt19937 rng(2026);
-  for (int p = 0; p <= kfmm::max_order; ++p) {
-    const int nc = kfmm::num_coefficients(p);
-    const auto displacements = test_displacements(rng, 6);
-    for (size_t c = 0; c < displacements.size(); ++c) {
-      const std::vector<long double> m = random_multipole(p, 10, 0.5, rng, /*positive=*/true);
-      std::vector<double> M(nc);
-      for (int i = 0; i < nc; ++i) M[i] = static_cast<double>(m[i]);
-      const auto& d = displacements[c];
-      std::vector<long double> reference(nc, 0.0L);
-      kfmm::m2l_naive_pair<long double>(p, m.data(), d[0], d[1], d[2], reference.data());
-      std::vector<double> rotation(nc, 0.0);
-      kfmm::m2l_rotation_pair(p, M.data(), d[0], d[1], d[2], rotation.data());
-      for (int G = 1; G <= kfmm::detail::max_degree_groups; ++G) {
-        INFO("p = " << p << ", groups " << G << ", displacement " << c);
-        std::vector<double> split(nc, 0.0);
-        kfmm::detail::m2l_degree_split_pair(p, G, M.data(), d[0], d[1], d[2], split.data());
-        for (int i = 0; i < nc; ++i) REQUIRE(std::isfinite(split[i]));
-        CHECK(degree_errors(p, split.data(), reference.data()) < 1e-12);
-        const std::vector<long double> rotation_ref(rotation.begin(), rotation.end());
-        CHECK(degree_errors(p, split.data(), rotation_ref.data()) < 1e-14);
-        // it adds: a second call doubles every coefficient exactly (x + x = 2x in floating point)
-        const std::vector<double> once = split;
-        kfmm::detail::m2l_degree_split_pair(p, G, M.data(), d[0], d[1], d[2], split.data());
-        for (int i = 0; i < nc; ++i) REQUIRE(split[i] == 2 * once[i]);
-      }
-    }
-  }
 }

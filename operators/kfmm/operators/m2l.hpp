@@ -70,9 +70,6 @@ void m2l(const ExecutionSpace& space, int order,
           far_list.offsets.extent(0), " entries, expected rows + 1 = ", far_list.targets.extent(0) + 1);
   require(options.pairs_per_chunk >= 0, "m2l: pairs_per_chunk = ", options.pairs_per_chunk, " must be >= 0");
   require(options.team_size >= 0, "m2l: team_size = ", options.team_size, " must be >= 0");
-  require(options.degree_groups >= 0 && options.degree_groups <= detail::max_degree_groups,
-          "m2l: degree_groups = ", options.degree_groups, " must be in 0..", detail::max_degree_groups,
-          " (0: automatic)");
   require(options.baseline_batch >= 0, "m2l: baseline_batch = ", options.baseline_batch, " must be >= 0");
   require(options.lane == M2LLane::automatic || options.lane == M2LLane::fused ||
               options.lane == M2LLane::baseline,

@@ -48,11 +48,6 @@ struct M2LOptions {
   int team_size = 0;
   /// Fused lane, team kernel: where partial locals live (see M2LAccumulator).
   M2LAccumulator accumulator = M2LAccumulator::automatic;
-  /// Fused lane: threads sharing one pair, each holding some of its degrees (m2l_degree_split.hpp).
-  /// 0 = automatic (detail::m2l_default_degree_groups); 1 = one thread per pair; 2..8 = the
-  /// degree-split team kernel with that many groups of team_size / degree_groups threads (on every
-  /// backend; team_size 0 then means degree_groups x 32 on GPUs, degree_groups on host backends).
-  int degree_groups = 0;
   /// Baseline lane: pairs translated per batch (the global buffer holds batch x (p+1)^2 reals);
   /// 0 = as many as fit in 32 MiB.
   int baseline_batch = 0;

@@ -26,7 +26,6 @@
 #include "kfmm/operators/csr_chunks.hpp"
 #include "kfmm/operators/m2l_csr_lanes.hpp"
 #include "kfmm/operators/m2l_csr_options.hpp"
-#include "kfmm/operators/m2l_degree_split.hpp"
 
 namespace kfmm::detail {
 
@@ -42,13 +41,6 @@ namespace kfmm::detail {
 /// (p+1)^2 x pairs / chunk.
 template <class Real>
 inline constexpr int m2l_team_pairs_per_thread = sizeof(Real) == 8 ? 64 : 32;
-
-/// Default M2LOptions::degree_groups: 1 (one thread per pair) everywhere until the split is measured.
-template <class Real, class ExecutionSpace>
-constexpr int m2l_default_degree_groups(int order) {
-  (void)order;
-  return 1;
-}
 
 /// Shared state of the fused kernels.
 template <class Mem, class CentresView, class MultipoleView, class LocalView>
@@ -219,102 +211,6 @@ struct M2LFusedTeamKernel {
   }
 };
 
-/// Degree-split variant (m2l_degree_split.hpp): one team per chunk, G groups of W threads, W pairs at
-/// a time. P = -1 (runtime order) takes G = 0: the groups from `groups` at run time.
-template <int P, int G, class ExecutionSpace, class Data>
-struct M2LDegreeSplitKernel {
-  using Real = typename Data::Real;
-  using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
-  Data d;
-  int groups;  // G, also when it is a template argument
-  int lanes;   // W = team size / G: pairs per step
-  int level;   // scratch level
-
-  /// Two halves of the exchange buffer, reused for the lanes' partial locals (stride W + 1) at the end.
-  KOKKOS_INLINE_FUNCTION static size_t scratch_bytes(int p, int W) {
-    const size_t exchange = 2 * static_cast<size_t>(exchange_entries(p)) * W;
-    const size_t reduce = static_cast<size_t>(num_coefficients(p)) * (W + 1);
-    return sizeof(Real) * (exchange > reduce ? exchange : reduce) + 64;
-  }
-
-  // (the partial local of one thread, in the packed layout: only its group's entries are touched)
-  static constexpr int local_capacity = num_coefficients(buffer_order<P>);
-
-  /// The chunk's pairs for one group (degrees): its own step loop, so that its partial local, indexed
-  /// by compile-time slots, stays in registers. (One loop with the groups dispatched inside let the
-  /// compiler merge the groups' accumulations into one with run-time addresses: the local went to
-  /// local memory.) The groups' loops meet at the same barriers, one per step; each warp holds one
-  /// group (W a multiple of 32 on GPUs), so every barrier is reached by whole warps.
-  KOKKOS_FORCEINLINE_FUNCTION void run_group(const Member& m, int c, int t, unsigned degrees,
-                                             Real* buffer) const {
-    const int k0 = d.chunk_begin(c);
-    const int k1 = d.chunk_end(c);
-    const int W = lanes;
-    const int lane = m.team_rank() % W;
-    const int p = effective_order<P>(d.order);  // (constant at compile-time orders: L's indices too)
-    const int entries = exchange_entries(p);
-    Real L[local_capacity];
-    KFMM_PRAGMA_UNROLL
-    for (int n = 0; n <= p; ++n) {
-      if (!has_degree(degrees, n)) continue;
-      KFMM_PRAGMA_UNROLL
-      for (int mm = -n; mm <= n; ++mm) L[coefficient_index(n, mm)] = Real(0);
-    }
-    const double tx = d.centres(t, 0), ty = d.centres(t, 1), tz = d.centres(t, 2);
-    int half = 0;
-    // Every thread runs the same number of steps (the barrier count); lanes past the chunk compute
-    // zeros for a unit displacement and add nothing.
-    for (int base = k0; base < k1; base += W) {
-      const int k = base + lane;
-      const bool active = k < k1;
-      const int s = active ? d.sources(k) : -1;
-      const RotationAngles<Real> g = active ? rotation_angles(static_cast<Real>(tx - d.centres(s, 0)),
-                                                              static_cast<Real>(ty - d.centres(s, 1)),
-                                                              static_cast<Real>(tz - d.centres(s, 2)))
-                                            : rotation_angles(Real(0), Real(0), Real(1));
-      Real* x = buffer + half * entries * W + lane;
-      m2l_split_rotate_in<P>(p, degrees, active ? &d.multipoles(s, 0) : nullptr, g, x, W);
-      m.team_barrier();
-      m2l_split_rotate_out<P>(p, degrees, x, W, g, active, L);
-      half ^= 1;
-    }
-    m.team_barrier();  // (every thread has read the exchange buffer: it becomes the reduction buffer)
-    KFMM_PRAGMA_UNROLL
-    for (int n = 0; n <= p; ++n) {
-      if (!has_degree(degrees, n)) continue;
-      KFMM_PRAGMA_UNROLL
-      for (int mm = -n; mm <= n; ++mm)
-        buffer[coefficient_index(n, mm) * (W + 1) + lane] = L[coefficient_index(n, mm)];
-    }
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
-    const int c = m.league_rank();
-    if (d.past_end(c)) return;
-    const int t = d.targets(d.chunk_row(c));
-    const int W = lanes;
-    Real* buffer =
-        static_cast<Real*>(m.team_scratch(level).get_shmem_aligned(scratch_bytes(d.order, W) - 64, 16));
-    const int group = m.team_rank() / W;
-    if constexpr (P >= 0) {
-      // Compile-time masks: each group's code touches only its degrees, held in registers.
-      dispatch_group<G>(group, [&](auto q) {
-        constexpr unsigned degrees = degree_group_mask(P, G, decltype(q)::value);
-        run_group(m, c, t, degrees, buffer);
-      });
-    } else {
-      run_group(m, c, t, degree_group_mask(d.order, groups, group), buffer);
-    }
-    m.team_barrier();
-    const int T = m.team_size();
-    for (int i = m.team_rank(); i < d.nc; i += T) {  // lanes summed in lane order: deterministic
-      Real sum = buffer[i * (W + 1)];
-      for (int u = 1; u < W; ++u) sum += buffer[i * (W + 1) + u];
-      d.emit(c, t, i, sum);
-    }
-  }
-};
-
 template <class Kernel>
 using m2l_kernel_real = typename Kernel::Real;
 
@@ -329,21 +225,11 @@ void m2l_fused(const ExecutionSpace& space, int order,
   using Real = typename Data::Real;
   constexpr bool host = is_host_execution_space<ExecutionSpace>;
   const int nc = num_coefficients(order);
-  const int groups = options.degree_groups > 0 ? options.degree_groups
-                                               : m2l_default_degree_groups<Real, ExecutionSpace>(order);
-  const bool split = groups >= 2;
-  const bool team_kernel = !host || options.team_size > 0 || split;
-  const int team = options.team_size > 0 ? options.team_size : (host ? 1 : 32) * (split ? groups : 1);
-  require(!split || options.accumulator != M2LAccumulator::scratch,
-          "m2l: accumulator = scratch has no degree-split kernel (degree_groups = ", groups,
-          "), whose partial locals are registers");
-  require(!split || team % groups == 0, "m2l: team_size = ", team,
-          " is not a multiple of degree_groups = ", groups);
-  // (the split kernel's chunk counts its pairs per lane, team / groups of them)
-  const int per_chunk =
-      options.pairs_per_chunk > 0
-          ? options.pairs_per_chunk
-          : (team_kernel ? m2l_team_pairs_per_thread<Real> * (team / (split ? groups : 1)) : 256);
+  const bool team_kernel = !host || options.team_size > 0;
+  const int team = options.team_size > 0 ? options.team_size : (host ? 1 : 32);
+  const int per_chunk = options.pairs_per_chunk > 0
+                            ? options.pairs_per_chunk
+                            : (team_kernel ? m2l_team_pairs_per_thread<Real> * team : 256);
   auto block = KOKKOS_LAMBDA(int) {
     return nc;
   };
@@ -373,43 +259,8 @@ void m2l_fused(const ExecutionSpace& space, int order,
                 reinterpret_cast<std::uintptr_t>(multipoles.data()) % 16 == 0;
 
   bool done = false;
-  using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-  // Runs a team kernel over the chunk table, its scratch on the fast level where it fits.
-  const auto run_team = [&](auto kernel, size_t bytes) {
-    kernel.level = bytes <= static_cast<size_t>(Policy::scratch_size_max(0)) ? 0 : 1;
-    require(bytes <= static_cast<size_t>(Policy::scratch_size_max(kernel.level)), "m2l: team_size = ", team,
-            " at order ", order, " needs ", bytes, " bytes of team scratch, more than the backend allows");
-    const auto scratch = Kokkos::PerTeam(bytes);
-    const int max_team = Policy(space, 1, 1)
-                             .set_scratch_size(kernel.level, scratch)
-                             .team_size_max(kernel, Kokkos::ParallelForTag());
-    require(team <= max_team, "m2l: team_size = ", team, " exceeds the backend's maximum of ", max_team,
-            " at order ", order);
-    Kokkos::parallel_for("kfmm::m2l::fused",
-                         Policy(space, chunks.chunk_capacity, team).set_scratch_size(kernel.level, scratch),
-                         kernel);
-  };
-  if (split) {
-    const int lanes = team / groups;
-    const size_t bytes = M2LDegreeSplitKernel<-1, 0, ExecutionSpace, Data>::scratch_bytes(order, lanes);
-    // Compile-time orders and groups where the split is measured (double, p 7-10, even groups, on
-    // GPUs); elsewhere the runtime-order kernel (a test path on host backends).
-    constexpr bool compiled = !host && std::is_same_v<Real, double> && P >= 7 && P <= 10;
-    bool ran = false;
-    if constexpr (compiled) {
-      dispatch_order_range<2, max_degree_groups>(groups, [&](auto g) {
-        constexpr int G = decltype(g)::value;
-        if constexpr (G >= 2 && G % 2 == 0) {
-          run_team(M2LDegreeSplitKernel<P, G, ExecutionSpace, Data>{d, groups, lanes, 0}, bytes);
-          ran = true;
-        }
-      });
-    }
-    if (!ran) run_team(M2LDegreeSplitKernel<-1, 0, ExecutionSpace, Data>{d, groups, lanes, 0}, bytes);
-    done = true;
-  }
   if constexpr (host) {  // the host kernel is never instantiated for device backends
-    if (!done && !team_kernel) {
+    if (!team_kernel) {
       Kokkos::parallel_for("kfmm::m2l::fused",
                            Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(
                                space, 0, chunks.chunk_capacity),
@@ -430,9 +281,23 @@ void m2l_fused(const ExecutionSpace& space, int order,
             host ? "4 on host backends" : "2..10", ") whose ", nc, " coefficients fit in ",
             m2l_register_bytes, " bytes; order = ", order);
     const bool in_registers = fits_registers && options.accumulator != M2LAccumulator::scratch;
+    using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
     auto run = [&](auto kernel) {
+      using K = decltype(kernel);
+      const size_t bytes = K::scratch_bytes(team, nc);
+      kernel.level = bytes <= static_cast<size_t>(Policy::scratch_size_max(0)) ? 0 : 1;
       kernel.stride = expansion_scratch_stride(nc);
-      run_team(kernel, decltype(kernel)::scratch_bytes(team, nc));
+      require(bytes <= static_cast<size_t>(Policy::scratch_size_max(kernel.level)), "m2l: team_size = ", team,
+              " at order ", order, " needs ", bytes, " bytes of team scratch, more than the backend allows");
+      const auto scratch = Kokkos::PerTeam(bytes);
+      const int max_team = Policy(space, 1, 1)
+                               .set_scratch_size(kernel.level, scratch)
+                               .team_size_max(kernel, Kokkos::ParallelForTag());
+      require(team <= max_team, "m2l: team_size = ", team, " exceeds the backend's maximum of ", max_team,
+              " at order ", order);
+      Kokkos::parallel_for("kfmm::m2l::fused",
+                           Policy(space, chunks.chunk_capacity, team).set_scratch_size(kernel.level, scratch),
+                           kernel);
     };
     if constexpr (fits_registers) {
       if (in_registers) {

@@ -292,34 +292,19 @@ template <int P>
 inline constexpr int buffer_order = P >= 0 ? P : max_order;
 }  // namespace detail
 
-/// Every degree 0..max_order: the `degrees` mask of the operations below that act on a subset of the
-/// degrees (bit n set: degree n is touched; the others are neither read nor written). The degree-split
-/// M2L (m2l_degree_split.hpp) gives each thread a few degrees of a pair.
-inline constexpr unsigned all_degrees = ~0u;
-
-namespace detail {
-/// Whether degree n is in `degrees` (see all_degrees).
-KOKKOS_FORCEINLINE_FUNCTION constexpr bool has_degree(unsigned degrees, int n) {
-  return ((degrees >> n) & 1u) != 0;
-}
-}  // namespace detail
-
 /// In place: a <- Dz(alpha) a for an expansion of order p (P >= 0: compile-time order, the runtime
-/// `order` is ignored; P = -1: runtime order). (c, s) = (cos alpha, sin alpha). Only the degrees in
-/// `degrees` (see all_degrees).
+/// `order` is ignored; P = -1: runtime order). (c, s) = (cos alpha, sin alpha).
 template <int P = -1, class Real>
-KOKKOS_INLINE_FUNCTION void rotate_z(int order, Real c, Real s, Real* a, unsigned degrees = all_degrees) {
+KOKKOS_INLINE_FUNCTION void rotate_z(int order, Real c, Real s, Real* a) {
   const int p = detail::effective_order<P>(order);
   Real cm = Real(1), sm = Real(0);
   KFMM_PRAGMA_UNROLL
   for (int m = 1; m <= p; ++m) {
-    if ((degrees >> m) == 0u) break;  // no degree >= m left (constant with a compile-time mask)
     const Real cn = cm * c - sm * s;
     sm = sm * c + cm * s;
     cm = cn;
     KFMM_PRAGMA_UNROLL
     for (int n = m; n <= p; ++n) {
-      if (!detail::has_degree(degrees, n)) continue;
       const Real u = a[coefficient_index(n, m)], v = a[coefficient_index(n, -m)];
       a[coefficient_index(n, m)] = cm * u - sm * v;
       a[coefficient_index(n, -m)] = sm * u + cm * v;
@@ -375,17 +360,16 @@ KOKKOS_FORCEINLINE_FUNCTION double swap_scaling(int n, int m, int k) {
   return detail::swap_scaling_from<Scaling>(table, n, m, k);
 }
 
-/// In place: a_n <- (D B D^{-1})_n a_n for every degree n of an expansion of order p (those in
-/// `degrees`, see all_degrees), on normalised coefficients (the block is symmetric, so this is also
-/// its transpose); Range and Scaling as above.
+/// In place: a_n <- (D B D^{-1})_n a_n for every degree n of an expansion of order p, on
+/// normalised coefficients (the block is symmetric, so this is also its transpose); Range and Scaling
+/// as above.
 template <int P = -1, SwapRange Range = SwapRange::full, SwapScaling Scaling = SwapScaling::none, class Real>
-KOKKOS_INLINE_FUNCTION void apply_swap(int order, Real* a, unsigned degrees = all_degrees) {
+KOKKOS_INLINE_FUNCTION void apply_swap(int order, Real* a) {
   const int p = detail::effective_order<P>(order);
   constexpr int cap = detail::buffer_order<P>;
   Real tmp[2 * cap + 1] = {};
   KFMM_PRAGMA_UNROLL
   for (int n = 1; n <= p; ++n) {
-    if (!detail::has_degree(degrees, n)) continue;
     Real* an = a + n * n + n;  // an[m] is the coefficient (n, m)
     // rows |m| <= last_row, columns |k| <= last_column
     const int last_row = (Range == SwapRange::rows && p - n < n) ? p - n : n;

@@ -482,8 +482,19 @@ TEMPLATE_LIST_TEST_CASE("Solver uses the backend's default leaf size unless one 
   CHECK(f.chosen_leaf_size() == kfmm::default_leaf_size<TestType>(f.chosen_order()));
   const kfmm::Solver<TestType, double> d(o);
   CHECK(d.chosen_leaf_size() == kfmm::default_leaf_size<TestType>(d.chosen_order()));
+  // an evaluation takes the size for its N (kfmm::default_leaf_size; on GPUs it grows in float from 1e6
+  // particles on), and its statistics report it
+  Problem<TestType, float> prob{kfmm::plummer_sphere(300, 11)};
+  kfmm::Solver<TestType, float> g(o);
+  g.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  CHECK(g.chosen_leaf_size() == kfmm::default_leaf_size<TestType, float>(g.chosen_order(), 300));
+  CHECK(g.statistics().leaf_size == g.chosen_leaf_size());
   o.leaf_size = 37;  // an explicit leaf size is honoured as given
   CHECK(kfmm::Solver<TestType, double>(o).chosen_leaf_size() == 37);
+  kfmm::Solver<TestType, float> h(o);
+  h.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  CHECK(h.chosen_leaf_size() == 37);
+  CHECK(h.statistics().leaf_size == 37);
 }
 
 // Float on the default backend only (each Solver instantiation costs compile time).

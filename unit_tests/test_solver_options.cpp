@@ -235,6 +235,16 @@ TEST_CASE("Default leaf sizes: the calibration's on host backends, the H200's on
     // The tolerance rule hands out the backend's leaf size with the order it chose.
     const auto c = kfmm::choose_parameters<Device>(1e-4, p, 0.3);
     CHECK(c.leaf_size == expected);
+    // On GPUs float takes 96 from 1e6 particles on (orders up to 10); double and host backends keep
+    // the size for an unknown N whatever N.
+    for (const long long n : {0LL, 200000LL, 999999LL, 1000000LL, 10000000LL}) {
+      INFO("particles " << n);
+      const bool large_float_gpu = !kfmm::detail::is_host_execution_space<Device> && p <= 10 && n >= 1000000;
+      CHECK(kfmm::default_leaf_size<Device, float>(p, n) == (large_float_gpu ? 96 : expected));
+      CHECK(kfmm::default_leaf_size<Device, double>(p, n) == expected);
+      CHECK(kfmm::default_leaf_size<Host, float>(p, n) == calibrated);
+    }
   }
   CHECK_THROWS_AS(kfmm::default_leaf_size<Host>(kfmm::max_order + 1), kfmm::Error);
+  CHECK_THROWS_AS(kfmm::default_leaf_size<Host>(4, -1), kfmm::Error);
 }

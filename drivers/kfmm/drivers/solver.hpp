@@ -255,7 +255,8 @@ class Solver {
   int chosen_order() const { return order_; }
   /// Opening angle theta in use.
   double chosen_theta() const { return theta_; }
-  /// Leaf size in use.
+  /// Leaf size in use: Options::leaf_size, or default_leaf_size for the chosen order and the last
+  /// evaluation's N (before the first evaluation: for an unknown N).
   int chosen_leaf_size() const { return leaf_size_; }
   /// Smallest particle distance of a far (expansion) pair, from the softening and the tolerance.
   double min_separation() const { return min_separation_; }
@@ -280,6 +281,8 @@ class Solver {
     Clock clock(*this);
     const int n = static_cast<int>(positions.extent(0));
     has_tree_ = false;
+    // The default leaf size may depend on N (on GPUs in float: default_leaf_size).
+    if (options_.leaf_size == 0) leaf_size_ = default_leaf_size<ExecutionSpace, Real>(order_, n);
     if (n == 0) {
       tree_ = Octree_();
       finish_stats(total);

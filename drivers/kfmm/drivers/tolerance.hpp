@@ -53,13 +53,17 @@ struct ParameterChoice {
 /// core). GPUs: 80 up to p 10, the H200's fastest or within 3 % of it at the tolerance rule's thetas
 /// (1e6 Plummer in fp32 at p 4-9 and in fp64 at p 9-10, leaves 48-160; 2e5 and 1e7 at p 8 in fp32;
 /// docs/benchmarks.md, "Nineteenth session"; 64 up to p 8 before the P2P's team followed the leaf
-/// size, which made larger leaves cheaper), where the CPU's 128 cost up to 13 %; above p 10 (the GPU's
-/// runtime-order M2L) the calibration's.
-template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
-int default_leaf_size(int order) {
+/// size, which made larger leaves cheaper), where the CPU's 128 cost up to 13 %; in float from
+/// `particles` >= 1e6 on, 96 (the tolerance rule's p 8, theta 0.629 on Plummer: as fast as 80 at 1e6,
+/// 1 % faster at 3e6 and 1.9 % at 1e7 with 13 % less memory, where 80 was 2.7 % faster at 2e5;
+/// "Twenty-first session"); above p 10 (the GPU's runtime-order M2L) the calibration's.
+/// `particles` = 0: not known (the size for small N).
+template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace, class Real = double>
+int default_leaf_size(int order, long long particles = 0) {
   check_order(order);
+  require(particles >= 0, "default_leaf_size: particles = ", particles, " must be >= 0 (0: unknown)");
   if constexpr (!detail::is_host_execution_space<ExecutionSpace>) {
-    if (order <= 10) return 80;
+    if (order <= 10) return sizeof(Real) <= 4 && particles >= 1000000 ? 96 : 80;
   }
   return detail::calibration::leaf_size_for_order[order];
 }
@@ -123,7 +127,8 @@ inline double relative_cost(int order, double theta) {
 /// the tolerance (then the cheapest order up to max_order that can; a GPU asked for 1e-9 in double
 /// still gets an answer, from its runtime-order kernels). Throws kfmm::Error when the request
 /// cannot be met (tolerance below `floor`, or a fixed order or theta that cannot reach it). The leaf
-/// size is default_leaf_size<ExecutionSpace>'s for the chosen order.
+/// size is default_leaf_size<ExecutionSpace>'s for the chosen order, N unknown (kfmm::Solver takes
+/// the size for its N, default_leaf_size<ExecutionSpace, Real>, at each evaluation).
 template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
 ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {},
                                   std::optional<double> theta = {},

@@ -168,6 +168,93 @@ TEST_CASE("The tolerance rule honours a fixed order or theta or fails loudly", "
   CHECK(kfmm::precision_floor<double>() <= 1e-10);
 }
 
+namespace {
+/// The GPU cost search of one precision: what it chooses meets the calibration, and nothing admissible
+/// among the GPU table's orders is cheaper by the GPU table (brute force over theta in steps of 1e-3).
+template <class Real>
+void check_gpu_cost_choices(double floor, int highest) {
+  using namespace kfmm::detail::calibration;
+  const auto gpu_cost = [](int p, double th) {
+    return kfmm::detail::calibrated_row_at(kfmm::detail::cost_row<Real>(p, true), th, false);
+  };
+  int differs = 0;
+  for (double step = 1e-2; step >= floor * 0.999; step /= std::sqrt(10.0)) {
+    const double tol = std::max(step, floor);  // (the last step lands a rounding below the floor)
+    INFO("tolerance " << tol << ", " << sizeof(Real) << "-byte reals");
+    const kfmm::ParameterChoice c =
+        kfmm::detail::choose_parameters_by_cost<Real>(true, tol, std::nullopt, std::nullopt, floor, highest);
+    CHECK(c.predicted_error * safety <= tol);
+    CHECK(c.predicted_error == kfmm::predicted_error(c.order, c.theta));
+    const bool reachable = kfmm::predicted_error(highest, 0.3) * safety <= tol;
+    CHECK((c.order <= highest) == reachable);
+    if (!reachable) continue;
+    const double chosen = gpu_cost(c.order, c.theta);
+    for (int p = 0; p <= highest; ++p) {
+      for (int k = 300; k <= 800; ++k) {
+        const double th = k / 1000.0;
+        if (kfmm::predicted_error(p, th) * safety <= tol) CHECK(gpu_cost(p, th) >= chosen);
+      }
+    }
+    // The CPU-cost choice is admissible too, so by the GPU's measured costs it is never cheaper.
+    const kfmm::ParameterChoice h =
+        kfmm::detail::choose_parameters_by_cost<Real>(false, tol, std::nullopt, std::nullopt, floor, highest);
+    CHECK(gpu_cost(h.order, h.theta) >= chosen);
+    differs += h.order != c.order || h.theta != c.theta;
+  }
+  // (The two cost models disagree somewhere: otherwise the GPU table would not be needed.)
+  CHECK(differs > 0);
+}
+}  // namespace
+
+TEST_CASE("On GPU backends the tolerance rule compares the GPU's measured costs", "[solver][tolerance]") {
+  using namespace kfmm::detail::calibration;
+  // The GPU table holds every order the rule searches on GPUs: up to 8 in float, up to the GPU's highest
+  // compile-time M2L order (10) in double; every entry a positive time.
+  constexpr int float_rows = sizeof(gpu_costs_float) / sizeof(gpu_costs_float[0]);
+  constexpr int double_rows = sizeof(gpu_costs_double) / sizeof(gpu_costs_double[0]);
+  static_assert(float_rows == 9, "the float GPU costs cover p 0..8 (highest_automatic_order<float>)");
+  static_assert(double_rows == kfmm::detail::max_static_order + 1, "the double GPU costs cover p 0..10");
+  for (int p = 0; p < double_rows; ++p) {
+    for (int t = 0; t < 6; ++t) {
+      CHECK(gpu_costs_double[p][t] > 0);
+      if (p < float_rows) CHECK(gpu_costs_float[p][t] > 0);
+    }
+  }
+  // Beyond the table (orders above 10: searched only when none up to 10 meets the tolerance) and on host
+  // backends: the CPU calibration's row.
+  CHECK(kfmm::detail::cost_row<double>(11, true) == costs[11]);
+  CHECK(kfmm::detail::cost_row<float>(9, true) == costs[9]);
+  CHECK(kfmm::detail::cost_row<double>(5, false) == costs[5]);
+  CHECK(kfmm::detail::cost_row<float>(5, true) == gpu_costs_float[5]);
+  CHECK(kfmm::detail::cost_row<double>(5, true) == gpu_costs_double[5]);
+  check_gpu_cost_choices<float>(kfmm::precision_floor<float>(), 8);
+  check_gpu_cost_choices<double>(kfmm::precision_floor<double>(), kfmm::detail::max_static_order);
+  // The public functions pick the table by the execution space: host spaces keep the CPU calibration.
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Device = Kokkos::DefaultExecutionSpace;
+  const bool gpu = !kfmm::detail::is_host_execution_space<Device>;
+  for (const double tol : {1e-3, 1e-4, 1e-5, 1e-7}) {
+    INFO("tolerance " << tol);
+    const int top = kfmm::detail::max_static_order;
+    const auto host = kfmm::choose_parameters<Host, double>(tol, std::nullopt, std::nullopt,
+                                                            kfmm::precision_floor<double>(), top);
+    const auto host_search = kfmm::detail::choose_parameters_by_cost<double>(
+        false, tol, std::nullopt, std::nullopt, kfmm::precision_floor<double>(), top);
+    CHECK(host.order == host_search.order);
+    CHECK(host.theta == host_search.theta);
+    CHECK(host.leaf_size == kfmm::default_leaf_size<Host>(host.order));
+    const auto device = kfmm::choose_parameters<Device, double>(tol, std::nullopt, std::nullopt,
+                                                                kfmm::precision_floor<double>(), top);
+    const auto device_search = kfmm::detail::choose_parameters_by_cost<double>(
+        gpu, tol, std::nullopt, std::nullopt, kfmm::precision_floor<double>(), top);
+    CHECK(device.order == device_search.order);
+    CHECK(device.theta == device_search.theta);
+    CHECK(device.leaf_size == kfmm::default_leaf_size<Device>(device.order));
+    CHECK(kfmm::relative_cost<Device, float>(7, 0.65) ==
+          kfmm::detail::calibrated_row_at(kfmm::detail::cost_row<float>(7, gpu), 0.65, false));
+  }
+}
+
 TEST_CASE("The tolerance rule keeps to the backend's compile-time orders while they can meet it",
           "[solver][tolerance]") {
   // Host backends compile the M2L up to p 16 in double, GPUs up to 10; float stops at 8 everywhere.

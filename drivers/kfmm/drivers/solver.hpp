@@ -234,8 +234,8 @@ class Solver {
               sizeof(Real) == 4 ? " (use double)" : "");
     }
     const ParameterChoice choice =
-        choose_parameters<ExecutionSpace>(options.tolerance, options.order, options.theta, floor,
-                                          highest_automatic_order<Real, ExecutionSpace>());
+        choose_parameters<ExecutionSpace, Real>(options.tolerance, options.order, options.theta, floor,
+                                                highest_automatic_order<Real, ExecutionSpace>());
     options_ = options;
     order_ = choice.order;
     theta_ = choice.theta;

@@ -1,8 +1,9 @@
 /// \file tolerance.hpp
 /// Accuracy control: from a requested relative L2 error of the accelerations to the expansion order p,
 /// the opening angle theta and the leaf size, by a table measured with the finished solver against the
-/// direct sum (the command that regenerates it is in docs/usage.md, "Calibration"), and the softening
-/// margin that keeps the unsoftened far field within the tolerance of the softened kernel.
+/// direct sum (the command that regenerates it is in docs/usage.md, "Calibration"), with the costs
+/// measured on a GPU for GPU backends, and the softening margin that keeps the unsoftened far field
+/// within the tolerance of the softened kernel.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -13,7 +14,9 @@
 #include <optional>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/drivers/calibration_gpu_costs.hpp"
 #include "kfmm/drivers/calibration_table.hpp"
 #include "kfmm/operators/static_order.hpp"
 
@@ -111,37 +114,54 @@ inline double predicted_error(int order, double theta) {
   return detail::calibrated_row_at(errors[order], theta, true);
 }
 
-/// Calibrated cost (arbitrary units, comparable across entries) of order p at opening angle theta:
-/// between measured thetas the power law through the two neighbours, outside them the nearest entry.
-inline double relative_cost(int order, double theta) {
+namespace detail {
+/// The cost row of order p that the tolerance rule compares: on GPU backends the milliseconds measured
+/// on one H200 (calibration_gpu_costs.hpp: 1e6 Plummer in Real's precision) for the orders that table
+/// holds (up to highest_automatic_order, 8 in float and 10 in double); otherwise, and on host backends,
+/// the CPU calibration's modelled seconds. (The rule compares costs of one order row or of orders within
+/// one table: orders above the GPU table's are searched only when none of its orders meets the
+/// tolerance, choose_parameters.)
+template <class Real>
+const double* cost_row(int order, bool gpu) {
+  if (gpu) {
+    if constexpr (sizeof(Real) <= 4) {
+      constexpr int rows = sizeof(calibration::gpu_costs_float) / sizeof(calibration::gpu_costs_float[0]);
+      if (order < rows) return calibration::gpu_costs_float[order];
+    } else {
+      constexpr int rows = sizeof(calibration::gpu_costs_double) / sizeof(calibration::gpu_costs_double[0]);
+      if (order < rows) return calibration::gpu_costs_double[order];
+    }
+  }
+  return calibration::costs[order];
+}
+}  // namespace detail
+
+/// Calibrated cost of order p at opening angle theta on ExecutionSpace in precision Real (units
+/// comparable across the entries of one backend kind and precision: detail::cost_row): between
+/// measured thetas the power law through the two neighbours, outside them the nearest entry.
+template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace, class Real = double>
+double relative_cost(int order, double theta) {
   check_order(order);
-  return detail::calibrated_row_at(detail::calibration::costs[order], theta, false);
+  return detail::calibrated_row_at(
+      detail::cost_row<Real>(order, !detail::is_host_execution_space<ExecutionSpace>), theta, false);
 }
 
-/// Chooses order, theta and leaf size for a requested relative L2 error of the accelerations.
-/// With neither `order` nor `theta` given: the cheapest (p, theta) whose calibrated worst-case error
-/// (predicted_error: measured at theta = 0.3, 0.4, ..., 0.8, interpolated between) times a safety factor
-/// is within `tolerance`; theta is continuous (a multiple of 1e-3), not only a measured one. With one of them
-/// given, the other is chosen. With both given they are returned as they are (with their predicted error).
-/// Orders above `highest_order` are used when `order` asks for them, or when no order up to it can meet
-/// the tolerance (then the cheapest order up to max_order that can; a GPU asked for 1e-9 in double
-/// still gets an answer, from its runtime-order kernels). Throws kfmm::Error when the request
-/// cannot be met (tolerance below `floor`, or a fixed order or theta that cannot reach it). The leaf
-/// size is default_leaf_size<ExecutionSpace>'s for the chosen order, N unknown (kfmm::Solver takes
-/// the size for its N, default_leaf_size<ExecutionSpace, Real>, at each evaluation).
-template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace>
-ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {},
-                                  std::optional<double> theta = {},
-                                  double floor = detail::calibration::double_floor,
-                                  int highest_order = max_order) {
+namespace detail {
+/// choose_parameters with the GPU's costs (gpu_costs) or the CPU calibration's (cost_row), leaf size
+/// left 0: the search itself, callable for either kind of backend (the tests check both on any machine).
+template <class Real>
+ParameterChoice choose_parameters_by_cost(bool gpu_costs, double tolerance, std::optional<int> order,
+                                          std::optional<double> theta, double floor, int highest_order) {
   using namespace detail::calibration;
+  const auto cost = [&](int p, double th) {
+    return calibrated_row_at(cost_row<Real>(p, gpu_costs), th, false);
+  };
   constexpr int nt = sizeof(thetas) / sizeof(thetas[0]);
   ParameterChoice best;
   if (theta) require(*theta > 0 && *theta < 1, "choose_parameters: theta = ", *theta, " must be in (0, 1)");
   if (order && theta) {
     best.order = *order;
     best.theta = *theta;
-    best.leaf_size = default_leaf_size<ExecutionSpace>(*order);
     best.predicted_error = predicted_error(*order, *theta);
     return best;
   }
@@ -155,9 +175,9 @@ ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {
     if (!order && p > highest_order) break;  // (tried again below when nothing up to it qualifies)
     if (theta) {
       const double e = predicted_error(p, *theta);
-      const double c = relative_cost(p, *theta);
+      const double c = cost(p, *theta);
       if (e <= budget && (best_cost < 0 || c < best_cost)) {
-        best = {p, *theta, default_leaf_size<ExecutionSpace>(p), e};
+        best = {p, *theta, 0, e};
         best_cost = c;
       }
       continue;
@@ -166,9 +186,9 @@ ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {
     // theta the interpolated error admits (rounded down to 1e-3), i.e. the cheapest one of that step.
     const auto consider = [&](double th) {
       const double e = predicted_error(p, th);
-      const double c = relative_cost(p, th);
+      const double c = cost(p, th);
       if (e <= budget && (best_cost < 0 || c < best_cost)) {
-        best = {p, th, default_leaf_size<ExecutionSpace>(p), e};
+        best = {p, th, 0, e};
         best_cost = c;
       }
     };
@@ -184,7 +204,7 @@ ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {
     }
   }
   if (best_cost < 0 && !order && highest_order < max_order) {
-    return choose_parameters<ExecutionSpace>(tolerance, order, theta, floor, max_order);
+    return choose_parameters_by_cost<Real>(gpu_costs, tolerance, order, theta, floor, max_order);
   }
   if (best_cost < 0) {
     if (order) {
@@ -199,6 +219,30 @@ ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {
             errors[max_order][0] * safety, ")");
   }
   return best;
+}
+}  // namespace detail
+
+/// Chooses order, theta and leaf size for a requested relative L2 error of the accelerations.
+/// With neither `order` nor `theta` given: the cheapest (p, theta) whose calibrated worst-case error
+/// (predicted_error: measured at theta = 0.3, 0.4, ..., 0.8, interpolated between) times a safety factor
+/// is within `tolerance`, the cost being ExecutionSpace's for precision Real (relative_cost: on GPU
+/// backends measured on one H200, on host backends the CPU calibration's); theta is continuous (a
+/// multiple of 1e-3), not only a measured one. With one of them given, the other is chosen. With both given
+/// they are returned as they are (with their predicted error). Orders above `highest_order` are used when
+/// `order` asks for them, or when no order up to it can meet the tolerance (then the cheapest order up to
+/// max_order that can; a GPU asked for 1e-9 in double still gets an answer, from its runtime-order kernels).
+/// Throws kfmm::Error when the request cannot be met (tolerance below `floor`, or a fixed order or theta that
+/// cannot reach it). The leaf size is default_leaf_size<ExecutionSpace>'s for the chosen order, N unknown
+/// (kfmm::Solver takes the size for its N, default_leaf_size<ExecutionSpace, Real>, at each evaluation).
+template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace, class Real = double>
+ParameterChoice choose_parameters(double tolerance, std::optional<int> order = {},
+                                  std::optional<double> theta = {},
+                                  double floor = detail::calibration::double_floor,
+                                  int highest_order = max_order) {
+  ParameterChoice c = detail::choose_parameters_by_cost<Real>(
+      !detail::is_host_execution_space<ExecutionSpace>, tolerance, order, theta, floor, highest_order);
+  c.leaf_size = default_leaf_size<ExecutionSpace>(c.order);
+  return c;
 }
 
 /// Smallest particle distance at which the unsoftened far field is within `fraction * tolerance` of

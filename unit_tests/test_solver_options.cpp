@@ -204,6 +204,26 @@ void check_gpu_cost_choices(double floor, int highest) {
   // (The two cost models disagree somewhere: otherwise the GPU table would not be needed.)
   CHECK(differs > 0);
 }
+/// choose_parameters<Space, Real> and relative_cost<Space, Real> are the cost search with Space's table
+/// (the GPU's on GPU backends) and Space's leaf size.
+template <class Space, class Real>
+void check_public_choice() {
+  const bool gpu = !kfmm::detail::is_host_execution_space<Space>;
+  const int top = sizeof(Real) <= 4 ? 8 : kfmm::detail::max_static_order;
+  const double floor = kfmm::precision_floor<Real>();
+  for (const double tol : {1e-3, 1e-4, 1e-5, 1e-7}) {
+    if (tol < floor) continue;
+    INFO("tolerance " << tol << ", " << sizeof(Real) << "-byte reals, gpu " << gpu);
+    const auto chosen = kfmm::choose_parameters<Space, Real>(tol, std::nullopt, std::nullopt, floor, top);
+    const auto search =
+        kfmm::detail::choose_parameters_by_cost<Real>(gpu, tol, std::nullopt, std::nullopt, floor, top);
+    CHECK(chosen.order == search.order);
+    CHECK(chosen.theta == search.theta);
+    CHECK(chosen.leaf_size == kfmm::default_leaf_size<Space>(chosen.order));
+  }
+  CHECK(kfmm::relative_cost<Space, Real>(7, 0.65) ==
+        kfmm::detail::calibrated_row_at(kfmm::detail::cost_row<Real>(7, gpu), 0.65, false));
+}
 }  // namespace
 
 TEST_CASE("On GPU backends the tolerance rule compares the GPU's measured costs", "[solver][tolerance]") {
@@ -230,29 +250,9 @@ TEST_CASE("On GPU backends the tolerance rule compares the GPU's measured costs"
   check_gpu_cost_choices<float>(kfmm::precision_floor<float>(), 8);
   check_gpu_cost_choices<double>(kfmm::precision_floor<double>(), kfmm::detail::max_static_order);
   // The public functions pick the table by the execution space: host spaces keep the CPU calibration.
-  using Host = Kokkos::DefaultHostExecutionSpace;
-  using Device = Kokkos::DefaultExecutionSpace;
-  const bool gpu = !kfmm::detail::is_host_execution_space<Device>;
-  for (const double tol : {1e-3, 1e-4, 1e-5, 1e-7}) {
-    INFO("tolerance " << tol);
-    const int top = kfmm::detail::max_static_order;
-    const auto host = kfmm::choose_parameters<Host, double>(tol, std::nullopt, std::nullopt,
-                                                            kfmm::precision_floor<double>(), top);
-    const auto host_search = kfmm::detail::choose_parameters_by_cost<double>(
-        false, tol, std::nullopt, std::nullopt, kfmm::precision_floor<double>(), top);
-    CHECK(host.order == host_search.order);
-    CHECK(host.theta == host_search.theta);
-    CHECK(host.leaf_size == kfmm::default_leaf_size<Host>(host.order));
-    const auto device = kfmm::choose_parameters<Device, double>(tol, std::nullopt, std::nullopt,
-                                                                kfmm::precision_floor<double>(), top);
-    const auto device_search = kfmm::detail::choose_parameters_by_cost<double>(
-        gpu, tol, std::nullopt, std::nullopt, kfmm::precision_floor<double>(), top);
-    CHECK(device.order == device_search.order);
-    CHECK(device.theta == device_search.theta);
-    CHECK(device.leaf_size == kfmm::default_leaf_size<Device>(device.order));
-    CHECK(kfmm::relative_cost<Device, float>(7, 0.65) ==
-          kfmm::detail::calibrated_row_at(kfmm::detail::cost_row<float>(7, gpu), 0.65, false));
-  }
+  check_public_choice<Kokkos::DefaultHostExecutionSpace, double>();
+  check_public_choice<Kokkos::DefaultExecutionSpace, double>();
+  check_public_choice<Kokkos::DefaultExecutionSpace, float>();
 }
 
 TEST_CASE("The tolerance rule keeps to the backend's compile-time orders while they can meet it",

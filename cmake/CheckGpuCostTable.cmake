@@ -1,0 +1,30 @@
+# cmake -DROOT=<source dir> -DPYTHON=<python3> -DOUT=<scratch file> -P CheckGpuCostTable.cmake
+# Fails when drivers/kfmm/drivers/calibration_gpu_costs.hpp is not what scripts/gpu_cost_table.py makes of
+# the measurements it names (docs/data/*.json): the GPU table is generated, never edited by hand.
+set(header "${ROOT}/drivers/kfmm/drivers/calibration_gpu_costs.hpp")
+file(STRINGS "${header}" sources REGEX "^/// h200_.*\\.json")
+set(jsons "")
+foreach(line ${sources})
+  string(REGEX MATCH "h200_[A-Za-z0-9_]+\\.json" name "${line}")
+  list(APPEND jsons "${ROOT}/docs/data/${name}")
+endforeach()
+list(LENGTH jsons count)
+if(NOT count EQUAL 2)
+  message(FATAL_ERROR "${header}: expected the two JSON files it was made from, found '${jsons}'")
+endif()
+file(STRINGS "${header}" machine_line REGEX "on one .*$" LIMIT_COUNT 1)
+string(REGEX REPLACE "^.* on (one [^(]*)$" "\\1" machine "${machine_line}")
+list(GET jsons 0 fp32)
+list(GET jsons 1 fp64)
+execute_process(COMMAND "${PYTHON}" "${ROOT}/scripts/gpu_cost_table.py" "${OUT}" "${fp32}" "${fp64}" "${machine}"
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "scripts/gpu_cost_table.py failed (${rc})")
+endif()
+file(READ "${header}" expected)
+file(READ "${OUT}" made)
+if(NOT expected STREQUAL made)
+  message(FATAL_ERROR "${header} differs from what scripts/gpu_cost_table.py makes of ${fp32} and ${fp64} "
+                      "('${machine}'): regenerate it (docs/usage.md, section 5)")
+endif()
+message(STATUS "calibration_gpu_costs.hpp matches its measurements")

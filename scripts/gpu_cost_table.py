@@ -7,9 +7,22 @@ Usage: scripts/gpu_cost_table.py OUT.hpp FP32.json FP64.json "MACHINE"
   table is the measured milliseconds per evaluation, which the tolerance rule compares on GPUs.
 """
 import json
+import os
+import re
 import sys
 
-THETAS = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+
+def calibrated_thetas():
+    """The opening angles of the CPU calibration (calibration_table.hpp), which the GPU rows must share."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    text = open(os.path.join(root, "drivers/kfmm/drivers/calibration_table.hpp")).read()
+    found = re.search(r"thetas\[\]\s*=\s*\{([^}]*)\}", text)
+    if not found:
+        sys.exit("calibration_table.hpp: no thetas[] found")
+    return [float(x) for x in found.group(1).split(",") if x.strip()]
+
+
+THETAS = calibrated_thetas()
 
 
 def grid(path, precision):

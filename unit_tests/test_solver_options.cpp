@@ -12,6 +12,19 @@
 
 namespace {
 
+/// Brute force over p <= top and theta in steps of 1e-3 across the calibrated range: no admissible point
+/// (calibrated error times the safety factor within `tol`) costs less than `chosen` by `cost(p, theta)`.
+template <class Cost>
+void check_nothing_admissible_cheaper(double tol, int top, double chosen, const Cost& cost) {
+  for (int p = 0; p <= top; ++p) {
+    for (int k = 300; k <= 800; ++k) {
+      const double th = k / 1000.0;
+      if (kfmm::predicted_error(p, th) * kfmm::detail::calibration::safety <= tol)
+        CHECK(cost(p, th) >= chosen);
+    }
+  }
+}
+
 std::string error_of(const kfmm::Options& o) {
   try {
     o.validate();
@@ -89,11 +102,9 @@ TEST_CASE("The tolerance rule meets its own calibration at the lowest cost", "[s
       for (int t = 0; t < nt; ++t) {
         if (errors[p][t] * safety <= tol) CHECK(costs[p][t] >= chosen_cost);
       }
-      for (int k = 300; k <= 800; ++k) {
-        const double th = k / 1000.0;
-        if (kfmm::predicted_error(p, th) * safety <= tol) CHECK(kfmm::relative_cost(p, th) >= chosen_cost);
-      }
     }
+    check_nothing_admissible_cheaper(tol, kfmm::max_order, chosen_cost,
+                                     [](int p, double th) { return kfmm::relative_cost(p, th); });
   }
   // The interpolation: the table at the measured thetas, between them inside the neighbours' range
   // and increasing wherever the table is.
@@ -189,12 +200,7 @@ void check_gpu_cost_choices(double floor, int highest) {
     CHECK((c.order <= highest) == reachable);
     if (!reachable) continue;
     const double chosen = gpu_cost(c.order, c.theta);
-    for (int p = 0; p <= highest; ++p) {
-      for (int k = 300; k <= 800; ++k) {
-        const double th = k / 1000.0;
-        if (kfmm::predicted_error(p, th) * safety <= tol) CHECK(gpu_cost(p, th) >= chosen);
-      }
-    }
+    check_nothing_admissible_cheaper(tol, highest, chosen, gpu_cost);
     // The CPU-cost choice is admissible too, so by the GPU's measured costs it is never cheaper.
     const kfmm::ParameterChoice h =
         kfmm::detail::choose_parameters_by_cost<Real>(false, tol, std::nullopt, std::nullopt, floor, highest);
@@ -235,7 +241,7 @@ TEST_CASE("On GPU backends the tolerance rule compares the GPU's measured costs"
   static_assert(float_rows == 9, "the float GPU costs cover p 0..8 (highest_automatic_order<float>)");
   static_assert(double_rows == kfmm::detail::max_static_order + 1, "the double GPU costs cover p 0..10");
   for (int p = 0; p < double_rows; ++p) {
-    for (int t = 0; t < 6; ++t) {
+    for (int t = 0; t < static_cast<int>(sizeof(thetas) / sizeof(thetas[0])); ++t) {
       CHECK(gpu_costs_double[p][t] > 0);
       if (p < float_rows) CHECK(gpu_costs_float[p][t] > 0);
     }

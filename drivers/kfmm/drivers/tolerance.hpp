@@ -123,6 +123,9 @@ namespace detail {
 /// tolerance, choose_parameters.)
 template <class Real>
 const double* cost_row(int order, bool gpu) {
+  static_assert(sizeof(calibration::gpu_costs_float[0]) == sizeof(calibration::thetas) &&
+                    sizeof(calibration::gpu_costs_double[0]) == sizeof(calibration::thetas),
+                "a GPU cost row holds one time per calibrated theta (regenerate calibration_gpu_costs.hpp)");
   if (gpu) {
     if constexpr (sizeof(Real) <= 4) {
       constexpr int rows = sizeof(calibration::gpu_costs_float) / sizeof(calibration::gpu_costs_float[0]);

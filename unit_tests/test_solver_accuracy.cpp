@@ -147,6 +147,47 @@ TEMPLATE_LIST_TEST_CASE("Solver meets the tolerance with softening and charges o
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("Options::timing times every stage, and the stages add up to the evaluation",
+                        "[solver][timing]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using kfmm::Stage;
+  Problem<Space, double> prob(kfmm::make_distribution(kfmm::Distribution::plummer, 20000, 3));
+  kfmm::Options o;
+  o.order = 5;
+  o.theta = 0.6;
+  o.timing = true;
+  kfmm::Solver<Space, double> solver(o);
+  const auto check_sums = [](const kfmm::Statistics& s) {
+    INFO("stages " << s.stage_sum() << " s of " << s.total_seconds << " s");
+    CHECK(s.timed);
+    CHECK(s.stage_clock == kfmm::StageClock<Space>::method);
+    for (int i = 0; i < kfmm::num_stages; ++i) CHECK(s.seconds[i] >= 0);
+    // (device events: the stages span the device's time line from the start to the last stage; events'
+    // milliseconds are floats, hence 1 us of slack)
+    CHECK(s.stage_sum() <= s.total_seconds + 1e-6);
+    CHECK(s.stage_sum() >= 0.5 * s.total_seconds);
+  };
+  for (int rep = 0; rep < 3; ++rep) {  // (the first evaluation allocates, the later ones reuse)
+    solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+    const kfmm::Statistics& s = solver.statistics();
+    INFO("evaluation " << rep);
+    check_sums(s);
+    for (Stage st : {Stage::tree, Stage::walk, Stage::p2m, Stage::m2l, Stage::l2p, Stage::p2p})
+      CHECK(s.time(st) > 0);
+  }
+  solver.reevaluate(prob.m, prob.a, prob.phi);
+  check_sums(solver.statistics());
+  CHECK(solver.statistics().time(Stage::tree) == 0);
+  CHECK(solver.statistics().time(Stage::walk) == 0);
+  CHECK(solver.statistics().time(Stage::p2p) > 0);
+  // Without timing no stage is timed.
+  o.timing = false;
+  kfmm::Solver<Space, double> untimed(o);
+  untimed.evaluate(prob.x, prob.m, prob.a, prob.phi);
+  CHECK_FALSE(untimed.statistics().timed);
+  CHECK(untimed.statistics().stage_sum() == 0);
+}
+
 TEMPLATE_LIST_TEST_CASE("Solver handles degenerate inputs", "[solver][accuracy]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;

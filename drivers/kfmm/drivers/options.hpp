@@ -66,8 +66,10 @@ struct Options {
   M2LLane m2l_lane = M2LLane::automatic;
   /// Bitwise reproducible results run after run on one backend (no atomics in reductions).
   bool deterministic = true;
-  /// Fence at every stage boundary and record per-stage times and particle-pair counts in
-  /// kfmm::Solver::statistics(). Off: only the cheap counts are recorded (no extra fences).
+  /// Record per-stage times and particle-pair counts in kfmm::Solver::statistics(): on CUDA from events
+  /// on the solver's stream (no fences between stages), on host backends with a fence at every stage
+  /// boundary (kfmm::StageClock); the evaluation ends with a fence. Off: only the cheap counts are
+  /// recorded (no events, no extra fences).
   bool timing = false;
 
   /// True when both order and theta are given, so tolerance does not choose them.

@@ -34,6 +34,7 @@
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/particle_types.hpp"
+#include "kfmm/core/stage_clock.hpp"
 #include "kfmm/drivers/options.hpp"
 #include "kfmm/drivers/statistics.hpp"
 #include "kfmm/drivers/tolerance.hpp"
@@ -369,16 +370,15 @@ class Solver {
   using Octree_ = Octree<ExecutionSpace, Real>;
   using Lists_ = InteractionLists<memory_space>;
 
-  /// Accumulates stage times when Options::timing is on (fencing at each stop), else does nothing.
+  /// Marks the end of each stage on the solver's StageClock when Options::timing is on (events on CUDA,
+  /// fences elsewhere; finish_stats reads the times), else does nothing.
   struct Clock {
     Solver& solver;
-    Kokkos::Timer timer;
-    explicit Clock(Solver& s) : solver(s) {}
+    explicit Clock(Solver& s) : solver(s) {
+      if (solver.options_.timing) solver.stage_clock_.start(solver.space_);
+    }
     void stop(Stage stage) {
-      if (!solver.options_.timing) return;
-      solver.space_.fence();
-      solver.stats_.seconds[static_cast<int>(stage)] += timer.seconds();
-      timer.reset();
+      if (solver.options_.timing) solver.stage_clock_.mark(static_cast<int>(stage));
     }
   };
 
@@ -413,10 +413,14 @@ class Solver {
     stats_.num_particles = n;
     stats_.tree_rebuilt = rebuild;
     stats_.timed = options_.timing;
+    stats_.stage_clock = StageClock<ExecutionSpace>::method;
   }
 
   void finish_stats(const Kokkos::Timer& total) {
-    if (options_.timing) space_.fence();
+    if (options_.timing) {
+      stage_clock_.finish(stats_.seconds);
+      space_.fence();
+    }
     stats_.total_seconds = total.seconds();
     ++stats_.evaluations;
     ++evaluations_;
@@ -584,6 +588,7 @@ class Solver {
   double min_separation_ = 0;
   double walk_abs_mass_ = 0;  // the sum |m| the current lists were walked for
   Statistics stats_;
+  StageClock<ExecutionSpace> stage_clock_;  ///< stage times with Options::timing
   long long evaluations_ = 0;
 
   bool has_tree_ = false;

@@ -5,6 +5,8 @@
 
 #include <array>
 
+#include "kfmm/core/stage_clock.hpp"
+
 namespace kfmm {
 
 /// Stages of one evaluation, in pipeline order.
@@ -64,6 +66,9 @@ struct Statistics {
 
   // Times in seconds (all zero unless Options::timing, except total).
   bool timed = false;                        ///< per-stage times are valid
+  /// How the stage times were taken: device events on CUDA (no fences between stages; each stage's time
+  /// is the device time line between its marks, idle gaps included), a fence per stage elsewhere.
+  StageClockMethod stage_clock = StageClockMethod::fenced_host_timer;
   std::array<double, num_stages> seconds{};  ///< per stage, indexed by Stage
   /// Wall time of the call on the host. With Options::timing the work is complete; without, the
   /// kernels may still be running when the call returns (no final fence).

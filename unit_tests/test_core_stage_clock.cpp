@@ -60,9 +60,9 @@ TEMPLATE_LIST_TEST_CASE("StageClock books each stage's device work to its slot",
 
   INFO("stages " << seconds[0] << " / " << seconds[1] << " / " << seconds[2] << " s, fenced three launches "
                  << fenced_seconds << " s, wall " << wall_seconds << " s");
-  CHECK(kfmm::StageClock<Space>::method == (kfmm::detail::is_host_execution_space<Space>
-                                                ? kfmm::StageClockMethod::fenced_host_timer
-                                                : kfmm::StageClockMethod::device_events));
+  CHECK(kfmm::StageClock<Space>::method ==
+        (kfmm::detail::is_host_execution_space<Space> ? kfmm::StageClockMethod::fenced_host_timer
+                                                      : kfmm::StageClockMethod::device_events));
   CHECK(seconds[0] >= 0);
   CHECK(seconds[0] < seconds[1]);
   CHECK(seconds[2] > 0);

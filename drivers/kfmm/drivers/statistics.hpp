@@ -65,7 +65,7 @@ struct Statistics {
   long long p2p_interactions = -1;
 
   // Times in seconds (all zero unless Options::timing, except total).
-  bool timed = false;                        ///< per-stage times are valid
+  bool timed = false;  ///< per-stage times are valid
   /// How the stage times were taken: device events on CUDA (no fences between stages; each stage's time
   /// is the device time line between its marks, idle gaps included), a fence per stage elsewhere.
   StageClockMethod stage_clock = StageClockMethod::fenced_host_timer;

@@ -188,6 +188,57 @@ TEMPLATE_LIST_TEST_CASE("Options::timing times every stage, and the stages add u
   CHECK(untimed.statistics().stage_sum() == 0);
 }
 
+TEMPLATE_LIST_TEST_CASE("Statistics::p2p_interactions counts the near field's particle pairs",
+                        "[solver][timing]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  kfmm::Options o;
+  o.order = 4;
+  o.timing = true;
+  // A 16^3 lattice in leaves of 2^3 points (radius > 0: a one-point leaf has radius 0 and meets any
+  // opening angle) and an opening angle so small that no pair is far: the near field holds every ordered
+  // pair, n (n - 1).
+  const int side = 16, n = side * side * side;
+  kfmm::HostParticles lattice(n);
+  for (int i = 0; i < n; ++i) {
+    lattice.positions(i, 0) = i % side;
+    lattice.positions(i, 1) = (i / side) % side;
+    lattice.positions(i, 2) = i / (side * side);
+    lattice.masses(i) = 1.0 / n;
+  }
+  Problem<Space, double> all_near(lattice);
+  o.leaf_size = 8;
+  o.theta = 0.01;
+  kfmm::Solver<Space, double> near_only(o);
+  near_only.evaluate(all_near.x, all_near.m, all_near.a, all_near.phi);
+  const kfmm::Statistics& s = near_only.statistics();
+  REQUIRE(s.far_pairs == 0);
+  CHECK(s.near_pairs == static_cast<long long>(s.num_leaves) * s.num_leaves);
+  CHECK(s.p2p_interactions == static_cast<long long>(n) * (n - 1));
+  // With far pairs: fewer, and the same count as the host backend's for the same tree and lists.
+  Problem<Space, double> plummer(kfmm::make_distribution(kfmm::Distribution::plummer, 20000, 4));
+  o.leaf_size = 32;
+  o.theta = 0.6;
+  kfmm::Solver<Space, double> solver(o);
+  solver.evaluate(plummer.x, plummer.m, plummer.a, plummer.phi);
+  const long long count = solver.statistics().p2p_interactions;
+  CHECK(solver.statistics().far_pairs > 0);
+  CHECK(count > 0);
+  CHECK(count < 20000LL * 19999);
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  Problem<Host, double> plummer_host(kfmm::make_distribution(kfmm::Distribution::plummer, 20000, 4));
+  kfmm::Solver<Host, double> host_solver(o);
+  host_solver.evaluate(plummer_host.x, plummer_host.m, plummer_host.a, plummer_host.phi);
+  CHECK(host_solver.statistics().near_pairs == solver.statistics().near_pairs);
+  CHECK(host_solver.statistics().p2p_interactions == count);
+  solver.reevaluate(plummer.m, plummer.a, plummer.phi);
+  CHECK(solver.statistics().p2p_interactions == count);
+  // One particle: no pair.
+  Problem<Space, double> one(kfmm::make_distribution(kfmm::Distribution::uniform, 1, 2));
+  kfmm::Solver<Space, double> single(o);
+  single.evaluate(one.x, one.m, one.a, one.phi);
+  CHECK(single.statistics().p2p_interactions == 0);
+}
+
 TEMPLATE_LIST_TEST_CASE("Solver handles degenerate inputs", "[solver][accuracy]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;

@@ -239,6 +239,55 @@ TEMPLATE_LIST_TEST_CASE("Statistics::p2p_interactions counts the near field's pa
   CHECK(single.statistics().p2p_interactions == 0);
 }
 
+TEMPLATE_LIST_TEST_CASE("count_p2p_interactions: per row and per entry agree with a loop on the host",
+                        "[solver][timing]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using Memory = typename Space::memory_space;
+  // Ten nodes of 0..9 particles; rows with and without self pairs, empty rows (first, middle, last),
+  // and a sources buffer longer than its entries (as the solver's grown buffers are), padded with a node
+  // that would add pairs if the padding were counted.
+  const std::vector<int> targets{3, 0, 7, 5, 9, 2, 8};
+  const std::vector<std::vector<int>> rows{{}, {0, 1, 9}, {7}, {}, {1, 2, 3, 4, 5, 6, 8}, {2, 9, 9}, {}};
+  std::vector<int> offsets{0}, sources;
+  for (const auto& row : rows) {
+    sources.insert(sources.end(), row.begin(), row.end());
+    offsets.push_back(static_cast<int>(sources.size()));
+  }
+  const int entries = static_cast<int>(sources.size());
+  sources.resize(entries + 5, 9);
+  kfmm::InteractionList<Memory> list{kfmm_test::device_ints<Memory>(targets),
+                                     kfmm_test::device_ints<Memory>(offsets),
+                                     kfmm_test::device_ints<Memory>(sources)};
+  Kokkos::View<int* [2], Memory> ranges("ranges", 10);
+  auto ranges_host = Kokkos::create_mirror_view(ranges);
+  for (int node = 0, first = 0; node < 10; first += node, ++node) {
+    ranges_host(node, 0) = first;
+    ranges_host(node, 1) = first + node;  // node i holds i particles
+  }
+  Kokkos::deep_copy(ranges, ranges_host);
+  long long expected = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const long long nt = targets[r];
+    for (const int src : rows[r]) expected += src == targets[r] ? nt * (nt - 1) : nt * src;
+  }
+  REQUIRE(expected == 7 * 6 + 9 * (1 + 2 + 3 + 4 + 5 + 6 + 8) + 2 * 1 + 2 * 9 + 2 * 9);
+  const Space space;
+  CHECK(kfmm::detail::count_p2p_interactions(space, list, ranges, false) == expected);
+  CHECK(kfmm::detail::count_p2p_interactions(space, list, ranges, true) == expected);
+  // No rows at all, and rows with no entries.
+  kfmm::InteractionList<Memory> none{Kokkos::View<int*, Memory>("t", 0),
+                                     kfmm_test::device_ints<Memory>(std::vector<int>{0}),
+                                     Kokkos::View<int*, Memory>("s", 0)};
+  CHECK(kfmm::detail::count_p2p_interactions(space, none, ranges, true) == 0);
+  CHECK(kfmm::detail::count_p2p_interactions(space, none, ranges, false) == 0);
+  const std::vector<int> empty_offsets{0, 0, 0};
+  kfmm::InteractionList<Memory> empty{kfmm_test::device_ints<Memory>(std::vector<int>{4, 6}),
+                                      kfmm_test::device_ints<Memory>(empty_offsets),
+                                      kfmm_test::device_ints<Memory>(std::vector<int>{9, 9})};
+  CHECK(kfmm::detail::count_p2p_interactions(space, empty, ranges, true) == 0);
+  CHECK(kfmm::detail::count_p2p_interactions(space, empty, ranges, false) == 0);
+}
+
 TEMPLATE_LIST_TEST_CASE("Solver handles degenerate inputs", "[solver][accuracy]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;

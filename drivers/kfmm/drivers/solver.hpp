@@ -171,41 +171,54 @@ void gather_outputs(const ExecutionSpace& space, const InverseView& inverse, con
           acc_scale != 1.0 || pot_scale != 1.0, static_cast<Real>(acc_scale), static_cast<Real>(pot_scale)});
 }
 
-template <class ExecutionSpace, class Targets, class Offsets, class Sources, class RangesView>
+template <class Targets, class Offsets, class Sources, class RangesView>
 struct CountP2P {
-  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  struct PerRow {};    ///< one work item per near-list row (host backends)
+  struct PerEntry {};  ///< one work item per leaf pair (GPUs)
   Targets targets;
   Offsets offsets;
   Sources sources;
   RangesView ranges;
-  KOKKOS_INLINE_FUNCTION void operator()(const Team& team, long long& sum) const {
-    const int r = team.league_rank();
-    const int t = targets(r);
+  int rows;
+  KOKKOS_INLINE_FUNCTION long long pairs(const int t, const int src) const {
     const long long nt = ranges(t, 1) - ranges(t, 0);
-    long long row = 0;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, static_cast<int>(offsets(r)), static_cast<int>(offsets(r + 1))),
-        [&](const int k, long long& part) {
-          const int src = sources(k);
-          part += src == t ? nt * (nt - 1) : nt * (ranges(src, 1) - ranges(src, 0));
-        },
-        row);
-    Kokkos::single(Kokkos::PerTeam(team), [&] { sum += row; });
+    return src == t ? nt * (nt - 1) : nt * (ranges(src, 1) - ranges(src, 0));
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(PerRow, const int r, long long& sum) const {
+    for (int k = offsets(r); k < offsets(r + 1); ++k) sum += pairs(targets(r), sources(k));
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(PerEntry, const int k, long long& sum) const {
+    if (k >= offsets(rows)) return;  // (the list's buffer may be longer than its entries)
+    int lo = 0, hi = rows;  // the row of entry k: the last r with offsets(r) <= k (empty rows skipped)
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      (offsets(mid) <= k ? lo : hi) = mid;
+    }
+    sum += pairs(targets(lo), sources(k));
   }
 };
 
-/// Particle-particle interactions of a near list (self pairs n (n - 1)). GPUs: a warp per target leaf
-/// (one thread per leaf took 1.84 ms for the ~138 source leaves per row of fp64 1e6 at p 10, 0.47, 128 on
-/// the H200, 6 % of that evaluation: docs/benchmarks.md, twenty-third session).
+/// Particle-particle interactions of a near list (self pairs n (n - 1)). GPUs: a work item per leaf pair
+/// that finds its row by bisection of the (cached) offsets; one thread per row took 1.84 ms for the ~138
+/// source leaves per row of fp64 1e6 at p 10, 0.47, 128 on the H200, a warp per row 0.42 ms
+/// (docs/benchmarks.md, twenty-third session). `per_entry` picks the GPU form (tests run both everywhere).
 template <class ExecutionSpace, class List, class RangesView>
-long long count_p2p_interactions(const ExecutionSpace& space, const List& near, const RangesView& ranges) {
+long long count_p2p_interactions(const ExecutionSpace& space, const List& near, const RangesView& ranges,
+                                 const bool per_entry = !is_host_execution_space<ExecutionSpace>) {
   long long total = 0;
-  using Count = CountP2P<ExecutionSpace, decltype(near.targets), decltype(near.offsets),
-                         decltype(near.sources), RangesView>;
-  const int team = is_host_execution_space<ExecutionSpace> ? 1 : 32;
-  Kokkos::parallel_reduce("kfmm::Solver::count_p2p",
-                          Kokkos::TeamPolicy<ExecutionSpace>(space, near.num_rows(), team),
-                          Count{near.targets, near.offsets, near.sources, ranges}, total);
+  using Count = CountP2P<decltype(near.targets), decltype(near.offsets), decltype(near.sources), RangesView>;
+  if (near.num_rows() == 0) return 0;
+  const Count count{near.targets, near.offsets, near.sources, ranges, near.num_rows()};
+  if (per_entry) {
+    Kokkos::parallel_reduce("kfmm::Solver::count_p2p",
+                            Kokkos::RangePolicy<ExecutionSpace, typename Count::PerEntry>(
+                                space, 0, static_cast<int>(near.sources.extent(0))),
+                            count, total);
+  } else {
+    Kokkos::parallel_reduce(
+        "kfmm::Solver::count_p2p",
+        Kokkos::RangePolicy<ExecutionSpace, typename Count::PerRow>(space, 0, near.num_rows()), count, total);
+  }
   return total;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -239,7 +240,7 @@ TEMPLATE_LIST_TEST_CASE("Statistics::p2p_interactions counts the near field's pa
   CHECK(single.statistics().p2p_interactions == 0);
 }
 
-TEMPLATE_LIST_TEST_CASE("count_p2p_interactions: per row and per entry agree with a loop on the host",
+TEMPLATE_LIST_TEST_CASE("count_p2p_interactions: per row and per chunk agree with a loop on the host",
                         "[solver][timing]", kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   using Memory = typename Space::memory_space;
@@ -274,6 +275,25 @@ TEMPLATE_LIST_TEST_CASE("count_p2p_interactions: per row and per entry agree wit
   const Space space;
   CHECK(kfmm::detail::count_p2p_interactions(space, list, ranges, false) == expected);
   CHECK(kfmm::detail::count_p2p_interactions(space, list, ranges, true) == expected);
+  // Many rows of 0..40 entries (chunks start in the middle of rows and span several, some rows empty).
+  std::mt19937 rng(7);
+  std::vector<int> many_targets, many_offsets{0}, many_sources;
+  long long many_expected = 0;
+  for (int r = 0; r < 300; ++r) {
+    const int t = static_cast<int>(rng() % 10), length = static_cast<int>(rng() % 41) * (r % 7 != 3);
+    many_targets.push_back(t);
+    for (int e = 0; e < length; ++e) {
+      const int src = static_cast<int>(rng() % 10);
+      many_sources.push_back(src);
+      many_expected += src == t ? t * (t - 1LL) : static_cast<long long>(t) * src;
+    }
+    many_offsets.push_back(static_cast<int>(many_sources.size()));
+  }
+  kfmm::InteractionList<Memory> many{kfmm_test::device_ints<Memory>(many_targets),
+                                     kfmm_test::device_ints<Memory>(many_offsets),
+                                     kfmm_test::device_ints<Memory>(many_sources)};
+  CHECK(kfmm::detail::count_p2p_interactions(space, many, ranges, false) == many_expected);
+  CHECK(kfmm::detail::count_p2p_interactions(space, many, ranges, true) == many_expected);
   // No rows at all, and rows with no entries.
   kfmm::InteractionList<Memory> none{Kokkos::View<int*, Memory>("t", 0),
                                      kfmm_test::device_ints<Memory>(std::vector<int>{0}),

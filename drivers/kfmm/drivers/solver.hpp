@@ -174,7 +174,8 @@ void gather_outputs(const ExecutionSpace& space, const InverseView& inverse, con
 template <class Targets, class Offsets, class Sources, class RangesView>
 struct CountP2P {
   struct PerRow {};    ///< one work item per near-list row (host backends)
-  struct PerEntry {};  ///< one work item per leaf pair (GPUs)
+  struct PerChunk {};  ///< one work item per `chunk` consecutive leaf pairs (GPUs)
+  static constexpr int chunk = 16;
   Targets targets;
   Offsets offsets;
   Sources sources;
@@ -187,32 +188,38 @@ struct CountP2P {
   KOKKOS_INLINE_FUNCTION void operator()(PerRow, const int r, long long& sum) const {
     for (int k = offsets(r); k < offsets(r + 1); ++k) sum += pairs(targets(r), sources(k));
   }
-  KOKKOS_INLINE_FUNCTION void operator()(PerEntry, const int k, long long& sum) const {
-    if (k >= offsets(rows)) return;  // (the list's buffer may be longer than its entries)
-    int lo = 0, hi = rows;  // the row of entry k: the last r with offsets(r) <= k (empty rows skipped)
+  /// Entries [chunk c, chunk (c + 1)): the first one's row by bisection, then forward along the rows.
+  KOKKOS_INLINE_FUNCTION void operator()(PerChunk, const int c, long long& sum) const {
+    const int end = offsets(rows), first = c * chunk, last = first + chunk < end ? first + chunk : end;
+    if (first >= end) return;  // (the list's buffer may be longer than its entries)
+    int lo = 0, hi = rows;     // the row of entry `first`: the last r with offsets(r) <= first
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
-      (offsets(mid) <= k ? lo : hi) = mid;
+      (offsets(mid) <= first ? lo : hi) = mid;
     }
-    sum += pairs(targets(lo), sources(k));
+    for (int k = first, r = lo; k < last; ++k) {
+      while (offsets(r + 1) <= k) ++r;  // (skips empty rows)
+      sum += pairs(targets(r), sources(k));
+    }
   }
 };
 
-/// Particle-particle interactions of a near list (self pairs n (n - 1)). GPUs: a work item per leaf pair
-/// that finds its row by bisection of the (cached) offsets; one thread per row took 1.84 ms for the ~138
-/// source leaves per row of fp64 1e6 at p 10, 0.47, 128 on the H200, a warp per row 0.42 ms
-/// (docs/benchmarks.md, twenty-third session). `per_entry` picks the GPU form (tests run both everywhere).
+/// Particle-particle interactions of a near list (self pairs n (n - 1)). GPUs: a work item per 16
+/// consecutive leaf pairs, whatever the rows' lengths (one thread per row took 1.84 ms for the ~138
+/// source leaves per row of fp64 1e6 at p 10, 0.47, 128 on the H200, a warp per row 0.42 ms and lost on
+/// float's short rows: docs/benchmarks.md, twenty-fourth session). `per_chunk` picks the GPU form (the
+/// tests run both on every backend).
 template <class ExecutionSpace, class List, class RangesView>
 long long count_p2p_interactions(const ExecutionSpace& space, const List& near, const RangesView& ranges,
-                                 const bool per_entry = !is_host_execution_space<ExecutionSpace>) {
+                                 const bool per_chunk = !is_host_execution_space<ExecutionSpace>) {
   long long total = 0;
   using Count = CountP2P<decltype(near.targets), decltype(near.offsets), decltype(near.sources), RangesView>;
   if (near.num_rows() == 0) return 0;
   const Count count{near.targets, near.offsets, near.sources, ranges, near.num_rows()};
-  if (per_entry) {
+  if (per_chunk) {
+    const int chunks = static_cast<int>((near.sources.extent(0) + Count::chunk - 1) / Count::chunk);
     Kokkos::parallel_reduce("kfmm::Solver::count_p2p",
-                            Kokkos::RangePolicy<ExecutionSpace, typename Count::PerEntry>(
-                                space, 0, static_cast<int>(near.sources.extent(0))),
+                            Kokkos::RangePolicy<ExecutionSpace, typename Count::PerChunk>(space, 0, chunks),
                             count, total);
   } else {
     Kokkos::parallel_reduce(

@@ -244,68 +244,54 @@ TEMPLATE_LIST_TEST_CASE("count_p2p_interactions: per row and per chunk agree wit
                         "[solver][timing]", kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   using Memory = typename Space::memory_space;
-  // Ten nodes of 0..9 particles; rows with and without self pairs, empty rows (first, middle, last),
-  // and a sources buffer longer than its entries (as the solver's grown buffers are), padded with a node
-  // that would add pairs if the padding were counted.
-  const std::vector<int> targets{3, 0, 7, 5, 9, 2, 8};
-  const std::vector<std::vector<int>> rows{{}, {0, 1, 9}, {7}, {}, {1, 2, 3, 4, 5, 6, 8}, {2, 9, 9}, {}};
-  std::vector<int> offsets{0}, sources;
-  for (const auto& row : rows) {
-    sources.insert(sources.end(), row.begin(), row.end());
-    offsets.push_back(static_cast<int>(sources.size()));
-  }
-  const int entries = static_cast<int>(sources.size());
-  sources.resize(entries + 5, 9);
-  kfmm::InteractionList<Memory> list{kfmm_test::device_ints<Memory>(targets),
-                                     kfmm_test::device_ints<Memory>(offsets),
-                                     kfmm_test::device_ints<Memory>(sources)};
+  // Ten nodes of 0..9 particles (node i holds i).
   Kokkos::View<int* [2], Memory> ranges("ranges", 10);
   auto ranges_host = Kokkos::create_mirror_view(ranges);
   for (int node = 0, first = 0; node < 10; first += node, ++node) {
     ranges_host(node, 0) = first;
-    ranges_host(node, 1) = first + node;  // node i holds i particles
+    ranges_host(node, 1) = first + node;
   }
   Kokkos::deep_copy(ranges, ranges_host);
-  long long expected = 0;
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const long long nt = targets[r];
-    for (const int src : rows[r]) expected += src == targets[r] ? nt * (nt - 1) : nt * src;
-  }
-  REQUIRE(expected == 7 * 6 + 9 * (1 + 2 + 3 + 4 + 5 + 6 + 8) + 2 * 1 + 2 * 9 + 2 * 9);
+  // Counts the list of `rows` (target node targets[r]) with both forms and returns the host loop's count;
+  // `padding` entries of node 9 after the last row (the solver's buffers are longer than their lists)
+  // would add pairs if they were counted.
   const Space space;
-  CHECK(kfmm::detail::count_p2p_interactions(space, list, ranges, false) == expected);
-  CHECK(kfmm::detail::count_p2p_interactions(space, list, ranges, true) == expected);
+  auto check = [&](const std::vector<int>& targets, const std::vector<std::vector<int>>& rows, int padding) {
+    std::vector<int> offsets{0}, sources;
+    long long expected = 0;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const long long nt = targets[r];
+      for (const int src : rows[r]) {
+        sources.push_back(src);
+        expected += src == targets[r] ? nt * (nt - 1) : nt * src;
+      }
+      offsets.push_back(static_cast<int>(sources.size()));
+    }
+    sources.resize(sources.size() + padding, 9);
+    const kfmm::InteractionList<Memory> list{kfmm_test::device_ints<Memory>(targets),
+                                             kfmm_test::device_ints<Memory>(offsets),
+                                             kfmm_test::device_ints<Memory>(sources)};
+    CHECK(kfmm::detail::count_p2p_interactions(space, list, ranges, false) == expected);
+    CHECK(kfmm::detail::count_p2p_interactions(space, list, ranges, true) == expected);
+    return expected;
+  };
+  // Rows with and without self pairs, empty rows first, in the middle and last.
+  REQUIRE(check({3, 0, 7, 5, 9, 2, 8}, {{}, {0, 1, 9}, {7}, {}, {1, 2, 3, 4, 5, 6, 8}, {2, 9, 9}, {}}, 5) ==
+          7 * 6 + 9 * (1 + 2 + 3 + 4 + 5 + 6 + 8) + 2 * 1 + 2 * 9 + 2 * 9);
   // Many rows of 0..40 entries (chunks start in the middle of rows and span several, some rows empty).
   std::mt19937 rng(7);
-  std::vector<int> many_targets, many_offsets{0}, many_sources;
-  long long many_expected = 0;
+  std::vector<int> many_targets;
+  std::vector<std::vector<int>> many_rows;
   for (int r = 0; r < 300; ++r) {
-    const int t = static_cast<int>(rng() % 10), length = static_cast<int>(rng() % 41) * (r % 7 != 3);
-    many_targets.push_back(t);
-    for (int e = 0; e < length; ++e) {
-      const int src = static_cast<int>(rng() % 10);
-      many_sources.push_back(src);
-      many_expected += src == t ? t * (t - 1LL) : static_cast<long long>(t) * src;
-    }
-    many_offsets.push_back(static_cast<int>(many_sources.size()));
+    many_targets.push_back(static_cast<int>(rng() % 10));
+    const int length = static_cast<int>(rng() % 41) * (r % 7 != 3);
+    many_rows.emplace_back();
+    for (int e = 0; e < length; ++e) many_rows.back().push_back(static_cast<int>(rng() % 10));
   }
-  kfmm::InteractionList<Memory> many{kfmm_test::device_ints<Memory>(many_targets),
-                                     kfmm_test::device_ints<Memory>(many_offsets),
-                                     kfmm_test::device_ints<Memory>(many_sources)};
-  CHECK(kfmm::detail::count_p2p_interactions(space, many, ranges, false) == many_expected);
-  CHECK(kfmm::detail::count_p2p_interactions(space, many, ranges, true) == many_expected);
+  CHECK(check(many_targets, many_rows, 0) > 0);
   // No rows at all, and rows with no entries.
-  kfmm::InteractionList<Memory> none{Kokkos::View<int*, Memory>("t", 0),
-                                     kfmm_test::device_ints<Memory>(std::vector<int>{0}),
-                                     Kokkos::View<int*, Memory>("s", 0)};
-  CHECK(kfmm::detail::count_p2p_interactions(space, none, ranges, true) == 0);
-  CHECK(kfmm::detail::count_p2p_interactions(space, none, ranges, false) == 0);
-  const std::vector<int> empty_offsets{0, 0, 0};
-  kfmm::InteractionList<Memory> empty{kfmm_test::device_ints<Memory>(std::vector<int>{4, 6}),
-                                      kfmm_test::device_ints<Memory>(empty_offsets),
-                                      kfmm_test::device_ints<Memory>(std::vector<int>{9, 9})};
-  CHECK(kfmm::detail::count_p2p_interactions(space, empty, ranges, true) == 0);
-  CHECK(kfmm::detail::count_p2p_interactions(space, empty, ranges, false) == 0);
+  CHECK(check({}, {}, 0) == 0);
+  CHECK(check({4, 6}, {{}, {}}, 2) == 0);
 }
 
 TEMPLATE_LIST_TEST_CASE("Solver handles degenerate inputs", "[solver][accuracy]",

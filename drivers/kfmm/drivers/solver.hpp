@@ -180,7 +180,6 @@ struct CountP2P {
   Offsets offsets;
   Sources sources;
   RangesView ranges;
-  int rows;
   KOKKOS_INLINE_FUNCTION long long pairs(const int t, const int src) const {
     const long long nt = ranges(t, 1) - ranges(t, 0);
     return src == t ? nt * (nt - 1) : nt * (ranges(src, 1) - ranges(src, 0));
@@ -190,6 +189,7 @@ struct CountP2P {
   }
   /// Entries [chunk c, chunk (c + 1)): the first one's row by bisection, then forward along the rows.
   KOKKOS_INLINE_FUNCTION void operator()(PerChunk, const int c, long long& sum) const {
+    const int rows = static_cast<int>(targets.extent(0));
     const int end = offsets(rows), first = c * chunk, last = first + chunk < end ? first + chunk : end;
     if (first >= end) return;  // (the list's buffer may be longer than its entries)
     int lo = 0, hi = rows;     // the row of entry `first`: the last r with offsets(r) <= first
@@ -215,7 +215,7 @@ long long count_p2p_interactions(const ExecutionSpace& space, const List& near, 
   long long total = 0;
   using Count = CountP2P<decltype(near.targets), decltype(near.offsets), decltype(near.sources), RangesView>;
   if (near.num_rows() == 0) return 0;
-  const Count count{near.targets, near.offsets, near.sources, ranges, near.num_rows()};
+  const Count count{near.targets, near.offsets, near.sources, ranges};
   if (per_chunk) {
     const int chunks = static_cast<int>((near.sources.extent(0) + Count::chunk - 1) / Count::chunk);
     Kokkos::parallel_reduce("kfmm::Solver::count_p2p",

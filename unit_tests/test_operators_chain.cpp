@@ -433,9 +433,10 @@ struct LaneLeaves {
 };
 
 /// Batched l2p against l2p_particle, particle by particle, for leaves of 0, 1, 7, 8, 9 and 21 particles
-/// (on host backends the compile-time orders run in lanes of 8 particles: partial and empty blocks).
+/// (on host backends the compile-time orders run in lanes of 8 particles: partial and empty blocks;
+/// `team_size` > 1 there runs the GPU kernel, whose compile-time orders unroll on devices).
 template <class ExecutionSpace, class Real>
-void check_batched_l2p(double tolerance) {
+void check_batched_l2p(double tolerance, int team_size = 0) {
   using Memory = typename ExecutionSpace::memory_space;
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -451,8 +452,10 @@ void check_batched_l2p(double tolerance) {
       for (int k = 0; k < nc; ++k) hl(l, k) = static_cast<Real>(u(rng) / (1 + k));
     Kokkos::deep_copy(locals, hl);
     const double G = 1.25;
+    kfmm::ExpansionOptions options;
+    options.team_size = team_size;
     kfmm::l2p(ExecutionSpace(), p, G, kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), f.ranges, f.centres,
-              locals, f.positions, acc, pot);
+              locals, f.positions, acc, pot, options);
     const auto ha = kfmm_test::to_host(acc);
     const auto hp = kfmm_test::to_host(pot);
     const auto& first = f.first;
@@ -479,9 +482,9 @@ void check_batched_l2p(double tolerance) {
 
 /// Batched p2m against the sum of p2m_particle over each leaf's particles in long double, for leaves of
 /// 0, 1, 7, 8, 9 and 21 particles (on host backends the compile-time orders sum in lanes of 8
-/// particles: partial and empty blocks, masses of both signs).
+/// particles: partial and empty blocks, masses of both signs; `team_size` as in check_batched_l2p).
 template <class ExecutionSpace, class Real>
-void check_batched_p2m(double tolerance) {
+void check_batched_p2m(double tolerance, int team_size = 0) {
   using Memory = typename ExecutionSpace::memory_space;
   std::mt19937 rng(6);
   for (int p : lane_test_orders) {
@@ -490,8 +493,10 @@ void check_batched_p2m(double tolerance) {
     const int nc = kfmm::num_coefficients(p);
     Kokkos::View<Real**, Kokkos::LayoutRight, Memory> multipoles("multipoles", f.leaves, nc);
     Kokkos::deep_copy(multipoles, Real(7));  // overwritten, empty leaves with zeros
+    kfmm::ExpansionOptions options;
+    options.team_size = team_size;
     kfmm::p2m(ExecutionSpace(), p, f.positions, f.masses, f.ranges,
-              kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), f.centres, multipoles);
+              kfmm_test::device_ints<Memory>({0, 1, 2, 3, 4, 5}), f.centres, multipoles, options);
     const auto hM = kfmm_test::to_host(multipoles);
     const auto& first = f.first;
     const auto& hx = f.hx;
@@ -535,4 +540,19 @@ TEMPLATE_LIST_TEST_CASE("batched P2M equals the sum of p2m_particle at every ord
                         "[operators][p2m]", kfmm_test::ExecutionSpaces) {
   check_batched_p2m<TestType, double>(1e-13);
   check_batched_p2m<TestType, float>(2e-5);
+}
+
+TEST_CASE("batched P2M and L2P in teams (the GPU kernels on the host) equal the per-particle references",
+          "[operators][p2m][l2p]") {
+  using Space = Kokkos::DefaultHostExecutionSpace;
+  const int max_team = kfmm_test::host_max_team_size();
+  if (max_team < 2) {
+    SUCCEED("host backend allows one thread per team only");
+    return;
+  }
+  const int team = max_team < 3 ? max_team : 3;  // (3: chunks of a leaf that end mid-team)
+  check_batched_l2p<Space, double>(1e-13, team);
+  check_batched_l2p<Space, float>(2e-5, team);
+  check_batched_p2m<Space, double>(1e-13, team);
+  check_batched_p2m<Space, float>(2e-5, team);
 }

@@ -130,30 +130,33 @@ struct L2PKernel {
     member.team_barrier();
     const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
     if constexpr (is_host_execution_space<ExecutionSpace> && P >= 0) {
-      // Host, compile-time order: blocks of W particles in SIMD lanes (padding lanes evaluate at the
-      // centre and are not stored). Measured at 1e6 Plummer, p 9, one core: docs/kernels.md.
-      constexpr int W = l2p_host_lanes<Real>;
-      const int blocks = (end - begin + W - 1) / W;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, blocks), [&](int b) {
-        const int first = begin + b * W;
-        const int count = end - first < W ? end - first : W;
-        using V = Pack<Real, W>;
-        V dx(Real(0)), dy(Real(0)), dz(Real(0)), phi(Real(0)), gx(Real(0)), gy(Real(0)), gz(Real(0));
-        for (int l = 0; l < count; ++l) {
-          dx.v[l] = positions(first + l, 0) - cx;
-          dy.v[l] = positions(first + l, 1) - cy;
-          dz.v[l] = positions(first + l, 2) - cz;
-        }
-        l2p_particle<Real, V>(P, L.data(), Gx.data(), Gy.data(), Gz.data(), dx, dy, dz, phi, gx, gy, gz);
-        for (int l = 0; l < count; ++l) {
-          const int i = first + l;
-          potentials(i) -= g * phi.v[l];
-          accelerations(i, 0) += g * gx.v[l];
-          accelerations(i, 1) += g * gy.v[l];
-          accelerations(i, 2) += g * gz.v[l];
-        }
-      });
-      return;
+      // Host, compile-time order, one thread per team (the default): blocks of W particles in SIMD
+      // lanes (padding lanes evaluate at the centre and are not stored). Measured at 1e6 Plummer, p 9,
+      // one core: docs/kernels.md. Larger host teams run the GPU code below (how the tests check it).
+      if (member.team_size() == 1) {
+        constexpr int W = l2p_host_lanes<Real>;
+        const int blocks = (end - begin + W - 1) / W;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, blocks), [&](int b) {
+          const int first = begin + b * W;
+          const int count = end - first < W ? end - first : W;
+          using V = Pack<Real, W>;
+          V dx(Real(0)), dy(Real(0)), dz(Real(0)), phi(Real(0)), gx(Real(0)), gy(Real(0)), gz(Real(0));
+          for (int l = 0; l < count; ++l) {
+            dx.v[l] = positions(first + l, 0) - cx;
+            dy.v[l] = positions(first + l, 1) - cy;
+            dz.v[l] = positions(first + l, 2) - cz;
+          }
+          l2p_particle<Real, V>(P, L.data(), Gx.data(), Gy.data(), Gz.data(), dx, dy, dz, phi, gx, gy, gz);
+          for (int l = 0; l < count; ++l) {
+            const int i = first + l;
+            potentials(i) -= g * phi.v[l];
+            accelerations(i, 0) += g * gx.v[l];
+            accelerations(i, 1) += g * gy.v[l];
+            accelerations(i, 2) += g * gz.v[l];
+          }
+        });
+        return;
+      }
     }
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, begin, end), [&](int i) {
       Real phi = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
@@ -230,9 +233,11 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  // Compile-time orders on every backend (the per-particle recurrences unroll: fewer instructions and
-  // no index arithmetic per harmonic; on the host they run in SIMD lanes of particles), up to p = 16 for
-  // double on the host (static_order.hpp; 1e6 Plummer at p 13 on one core: 0.42 s at the runtime order).
+  // Compile-time orders on every backend, up to p = 16 for double on the host (static_order.hpp): on the
+  // host the per-particle recurrences see a constant order and run in SIMD lanes of particles (1e6
+  // Plummer at p 13 on one core: 0.42 s at the runtime order); on GPUs the per-particle loop stays
+  // rolled (for_each_regular_harmonic<P> unrolled it into 255 registers and spills and took the H200's
+  // L2P 1.4-7x longer: docs/benchmarks.md, "Twenty-fifth session").
   const auto run = [&](auto p) {
     constexpr int P = decltype(p)::value;
     const detail::L2PKernel<P, ExecutionSpace, Leaves, Ranges, Centres, Locals, Positions, Accelerations,

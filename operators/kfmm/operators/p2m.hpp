@@ -20,9 +20,10 @@ namespace kfmm {
 
 /// Adds the multipole of one particle (mass `mass` at (dx, dy, dz) = x - c relative to the centre c)
 /// to M (order `order` <= 16): M_n^m += mass * R_n^m(dx, dy, dz). Streaming recurrences, no buffer.
-template <class Real>
+/// P >= 0: the compile-time order P (`order` ignored; unrolled on devices, for_each_regular_harmonic).
+template <class Real, int P = -1>
 KOKKOS_INLINE_FUNCTION void p2m_particle(int order, Real mass, Real dx, Real dy, Real dz, Real* M) {
-  for_each_regular_harmonic(order, dx, dy, dz, [&](int n, int m, Real c, Real s) {
+  for_each_regular_harmonic<P>(order, dx, dy, dz, [&](int n, int m, Real c, Real s) {
     M[coefficient_index(n, m)] += mass * c;
     if (m > 0) M[coefficient_index(n, -m)] += mass * s;
   });
@@ -107,8 +108,8 @@ struct P2MKernel {
         for (int k = 0; k < nc; ++k) row[k] = Real(0);
         const int i = chunk + t;
         if (i < end)
-          p2m_particle(order, masses(i), positions(i, 0) - cx, positions(i, 1) - cy, positions(i, 2) - cz,
-                       row);
+          p2m_particle<Real, P>(order, masses(i), positions(i, 0) - cx, positions(i, 1) - cy,
+                                positions(i, 2) - cz, row);
       });
       member.team_barrier();
       const int used = end - chunk < team ? end - chunk : team;

@@ -61,6 +61,44 @@ KOKKOS_INLINE_FUNCTION double regular_recurrence_inverse(int n, int m) {
   return table.inverse[coefficient_index(n, m)];
 }
 
+namespace detail {
+/// R_m^m and R_m^-m into (c, s) from R_{m-1}^{m-1} and R_{m-1}^-(m-1) in (c, s) (m = 0: unchanged, the
+/// caller starts from (1, 0)); see for_each_regular_harmonic.
+template <class Real>
+KOKKOS_FORCEINLINE_FUNCTION void regular_harmonic_column_start(int m, Real x, Real y, Real& c, Real& s) {
+  if (m == 0) return;
+  Real half;
+  if constexpr (is_pack<Real>) {
+    half = Real(0.5 / m);
+  } else {
+    half = Real(0.5) / Real(m);
+  }
+  const Real cn = (x * c - y * s) * half;
+  s = (y * c + x * s) * half;
+  c = cn;
+}
+
+/// One step down column m: from R_{n-1}^{+-m} in (c1, s1) and R_{n-2}^{+-m} in (c2, s2), R_n^m, returned,
+/// and R_n^-m; shifts the pair, so that (c1, s1) holds degree n afterwards (see for_each_regular_harmonic).
+template <class Real>
+KOKKOS_FORCEINLINE_FUNCTION Real regular_harmonic_step(int n, int m, Real z, Real r2, Real& c1, Real& s1,
+                                                       Real& c2, Real& s2) {
+  constexpr bool tabulated =
+      std::is_same<Real, float>::value || std::is_same<Real, double>::value || is_pack<Real>;
+  const Real a = Real(2 * n - 1) * z;
+  Real inv;
+  if constexpr (tabulated) {
+    inv = static_cast<Real>(regular_recurrence_inverse(n, m));
+  } else {
+    inv = Real(1) / Real((n + m) * (n - m));
+  }
+  const Real cn = (a * c1 - r2 * c2) * inv;
+  const Real sn = (a * s1 - r2 * s2) * inv;
+  c2 = c1, s2 = s1, c1 = cn, s1 = sn;
+  return cn;
+}
+}  // namespace detail
+
 /// Calls f(n, m, c, s) for every degree n = 0..degree and order m = 0..n, with c = R_n^m(x, y, z)
 /// and s = R_n^-m(x, y, z) (s = 0 for m = 0), column by column (m outer, n inner). Recurrences (the
 /// Legendre recurrences with Dehnen's 1/(n+m)! normalisation; no division by r, exact at r = 0):
@@ -70,38 +108,37 @@ KOKKOS_INLINE_FUNCTION double regular_recurrence_inverse(int n, int m) {
 /// float / double and SIMD packs of them (detail::Pack: W points at once): degree <= max_order (the
 /// divisors come from a table, as scalars); other types (long double, dual numbers in tests) divide and
 /// accept any degree.
-template <class Real, class F>
+/// P >= 0: the degree is the compile-time P (`degree` is ignored) and device compilers unroll both
+/// loops, so the divisors, the table entries and f's coefficient indices fold to immediates and its
+/// tests on n and m disappear (the GPU P2M: 1.7-1.9x faster on the H200, docs/benchmarks.md,
+/// "Twenty-fifth session").
+/// P = -1: the run-time `degree`, loops as written (also where inlining makes `degree` a constant: the
+/// GPU L2P, whose f reads four coefficient arrays, held 255 registers and spilled when unrolled).
+template <int P = -1, class Real, class F>
 KOKKOS_INLINE_FUNCTION void for_each_regular_harmonic(int degree, Real x, Real y, Real z, F&& f) {
-  constexpr bool tabulated =
-      std::is_same<Real, float>::value || std::is_same<Real, double>::value || detail::is_pack<Real>;
   const Real r2 = x * x + y * y + z * z;
   Real c = Real(1), s = Real(0);  // R_m^m, R_m^-m
-  for (int m = 0; m <= degree; ++m) {
-    if (m > 0) {
-      Real half;
-      if constexpr (detail::is_pack<Real>) {
-        half = Real(0.5 / m);
-      } else {
-        half = Real(0.5) / Real(m);
+  if constexpr (P >= 0) {
+    KFMM_PRAGMA_UNROLL
+    for (int m = 0; m <= P; ++m) {
+      detail::regular_harmonic_column_start(m, x, y, c, s);
+      f(m, m, c, s);
+      Real c2 = Real(0), s2 = Real(0), c1 = c, s1 = s;  // R_{n-2}, R_{n-1}
+      KFMM_PRAGMA_UNROLL
+      for (int n = m + 1; n <= P; ++n) {
+        const Real cn = detail::regular_harmonic_step(n, m, z, r2, c1, s1, c2, s2);
+        f(n, m, cn, s1);
       }
-      const Real cn = (x * c - y * s) * half;
-      s = (y * c + x * s) * half;
-      c = cn;
     }
-    f(m, m, c, s);
-    Real c2 = Real(0), s2 = Real(0), c1 = c, s1 = s;  // R_{n-2}, R_{n-1}
-    for (int n = m + 1; n <= degree; ++n) {
-      const Real a = Real(2 * n - 1) * z;
-      Real inv;
-      if constexpr (tabulated) {
-        inv = static_cast<Real>(regular_recurrence_inverse(n, m));
-      } else {
-        inv = Real(1) / Real((n + m) * (n - m));
+  } else {
+    for (int m = 0; m <= degree; ++m) {
+      detail::regular_harmonic_column_start(m, x, y, c, s);
+      f(m, m, c, s);
+      Real c2 = Real(0), s2 = Real(0), c1 = c, s1 = s;
+      for (int n = m + 1; n <= degree; ++n) {
+        const Real cn = detail::regular_harmonic_step(n, m, z, r2, c1, s1, c2, s2);
+        f(n, m, cn, s1);
       }
-      const Real cn = (a * c1 - r2 * c2) * inv;
-      const Real sn = (a * s1 - r2 * s2) * inv;
-      f(n, m, cn, sn);
-      c2 = c1, s2 = s1, c1 = cn, s1 = sn;
     }
   }
 }

@@ -237,7 +237,7 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
   // host the per-particle recurrences see a constant order and run in SIMD lanes of particles (1e6
   // Plummer at p 13 on one core: 0.42 s at the runtime order); on GPUs the per-particle loop stays
   // rolled (for_each_regular_harmonic<P> unrolled it into 255 registers and spills and took the H200's
-  // L2P 1.4-7x longer: docs/benchmarks.md, "Twenty-fifth session").
+  // L2P 1.2-7x longer: docs/benchmarks.md, "Twenty-fifth session").
   const auto run = [&](auto p) {
     constexpr int P = decltype(p)::value;
     const detail::L2PKernel<P, ExecutionSpace, Leaves, Ranges, Centres, Locals, Positions, Accelerations,

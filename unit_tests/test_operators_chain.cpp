@@ -383,6 +383,36 @@ TEST_CASE("L2P gradient equals the analytic gradient of the L2P potential", "[op
   }
 }
 
+TEST_CASE("L2P stream of terms equals l2p_particle at every order, on the axes and at the centre",
+          "[operators][l2p]") {
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int p = 0; p <= kfmm::max_order; ++p) {
+    const int nc = kfmm::num_coefficients(p), ng = kfmm::num_coefficients(p - 1);
+    const int length = kfmm::l2p_stream_length(p);
+    std::vector<double> L(nc), Gx(ng > 0 ? ng : 1), Gy(ng > 0 ? ng : 1), Gz(ng > 0 ? ng : 1);
+    for (int k = 0; k < nc; ++k) L[k] = u(rng);
+    kfmm::l2p_gradient_coefficients(p, L.data(), Gx.data(), Gy.data(), Gz.data());
+    std::vector<kfmm::L2PTerm<double>> terms(length);
+    for (int t = 0; t < length; ++t) kfmm::l2p_stream_term(p, t, L.data(), terms[t]);
+    const double points[][3] = {
+        {0, 0, 0},    {0, 0, 0.4},      {0, 0, -0.3},        {0.35, 0, 0},
+        {0, -0.3, 0}, {0.2, -0.1, 0.3}, {1e-9, 2e-9, -1e-9}, {u(rng) * 0.4, u(rng) * 0.4, u(rng) * 0.4}};
+    for (const auto& x : points) {
+      double phi = 0.5, gx = -1, gy = 2, gz = 0.25;  // both ADD to what is there
+      kfmm::l2p_stream_particle(length, terms.data(), x[0], x[1], x[2], phi, gx, gy, gz);
+      double rphi = 0.5, rgx = -1, rgy = 2, rgz = 0.25;
+      kfmm::l2p_particle(p, L.data(), Gx.data(), Gy.data(), Gz.data(), x[0], x[1], x[2], rphi, rgx, rgy, rgz);
+      const double scale = 4 + std::abs(rphi) + std::abs(rgx) + std::abs(rgy) + std::abs(rgz);
+      INFO("p " << p << " at (" << x[0] << ", " << x[1] << ", " << x[2] << ")");
+      CHECK(std::abs(phi - rphi) <= 1e-14 * scale);
+      CHECK(std::abs(gx - rgx) <= 1e-14 * scale);
+      CHECK(std::abs(gy - rgy) <= 1e-14 * scale);
+      CHECK(std::abs(gz - rgz) <= 1e-14 * scale);
+    }
+  }
+}
+
 namespace {
 
 /// Orders the batched P2M / L2P tests run: the runtime orders 0, 1 and compile-time ones up to 16 (the
@@ -434,7 +464,7 @@ struct LaneLeaves {
 
 /// Batched l2p against l2p_particle, particle by particle, for leaves of 0, 1, 7, 8, 9 and 21 particles
 /// (on host backends the compile-time orders run in lanes of 8 particles: partial and empty blocks;
-/// `team_size` > 1 there runs the GPU kernel, whose compile-time orders unroll on devices).
+/// `team_size` > 1 there runs the GPU kernel: the stream of terms, L2PTerm).
 template <class ExecutionSpace, class Real>
 void check_batched_l2p(double tolerance, int team_size = 0) {
   using Memory = typename ExecutionSpace::memory_space;

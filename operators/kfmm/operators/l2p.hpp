@@ -18,6 +18,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
 #include "kfmm/operators/simd_pack.hpp"
 #include "kfmm/operators/solid_harmonics.hpp"
@@ -88,6 +89,87 @@ KOKKOS_INLINE_FUNCTION void l2p_particle(int order, const Real* L, const Real* G
   gz += z;
 }
 
+/// One term of a leaf's L2P stream (the GPU L2P): the coefficients that multiply the harmonic pair
+/// (R_n^m, R_n^-m) of one degree n and order m >= 0, and the constants of the recurrence step that
+/// produces that pair from the previous term's (solid_harmonics.hpp, for_each_regular_harmonic):
+///   column start (n == m >= 1): R_m^{+-m} from R_{m-1}^{+-(m-1)},      k = 0,      a = 1/(2m);
+///   down the column (n > m):     R_n^{+-m} = (k z R_{n-1} - r^2 R_{n-2}) a, k = 2n - 1, a = 1/((n+m)(n-m)).
+/// c = (L, Gx, Gy, Gz) at (n, m), s the same at (n, -m) (zero for m == 0, and zero gradients for n == p).
+/// The terms run m outer, n inner, (p+1)(p+2)/2 of them; the first, (0, 0), is R = 1 and is not stepped.
+template <class Real>
+struct L2PTerm {
+  Real c[4];
+  Real s[4];
+  Real k;
+  Real a;
+};
+
+/// Number of terms of an L2P stream at order p: one per (n, m) with 0 <= m <= n <= p.
+KOKKOS_INLINE_FUNCTION constexpr int l2p_stream_length(int order) {
+  return (order + 1) * (order + 2) / 2;
+}
+
+/// Writes term t of the L2P stream of the local L (order `order`; see L2PTerm).
+template <class Real>
+KOKKOS_INLINE_FUNCTION void l2p_stream_term(int order, int t, const Real* L, L2PTerm<Real>& term) {
+  int m = 0, first = 0;  // column m holds degrees m..order: order + 1 - m terms
+  while (first + order + 1 - m <= t) first += order + 1 - m, ++m;
+  const int n = m + (t - first);
+  const int i = coefficient_index(n, m), j = coefficient_index(n, -m);
+  term.c[0] = L[i];
+  term.s[0] = m == 0 ? Real(0) : L[j];
+  for (int d = 1; d < 4; ++d) term.c[d] = term.s[d] = Real(0);
+  if (n < order) {
+    l2p_gradient_coefficient(n, m, L, term.c[1], term.c[2], term.c[3]);
+    if (m > 0) l2p_gradient_coefficient(n, -m, L, term.s[1], term.s[2], term.s[3]);
+  }
+  if (n == m) {
+    term.k = Real(0);
+    term.a = m == 0 ? Real(1) : Real(1) / Real(2 * m);
+  } else {
+    term.k = Real(2 * n - 1);
+    term.a = Real(1) / Real((n + m) * (n - m));
+  }
+}
+
+/// Evaluates a leaf's L2P stream (`length` terms, see L2PTerm) at (dx, dy, dz) = x - s, ADDING the
+/// potential sum L_n^m R_n^m to phi and its gradient to (gx, gy, gz): l2p_particle's sums with the
+/// coefficient indices, the divisors and the tests on n and m moved into the per-leaf terms. The loop
+/// stays rolled on purpose: unrolled (compile-time order) the GPU L2P held 255 registers, spilled and
+/// ran 1.2-7x slower (docs/benchmarks.md, "Twenty-fifth session"); rolled over the terms it is 1.1-1.4x
+/// faster than l2p_particle's rolled loops on the H200 ("Twenty-sixth session").
+template <class Real>
+KOKKOS_INLINE_FUNCTION void l2p_stream_particle(int length, const L2PTerm<Real>* terms, Real dx, Real dy,
+                                                Real dz, Real& phi, Real& gx, Real& gy, Real& gz) {
+  const Real r2 = dx * dx + dy * dy + dz * dz;
+  Real p = terms[0].c[0], x = terms[0].c[1], y = terms[0].c[2], z = terms[0].c[3];  // R_0^0 = 1
+  Real cd = Real(1), sd = Real(0);                                                  // R_m^m, R_m^-m
+  Real c1 = Real(1), s1 = Real(0), c2 = Real(0), s2 = Real(0);                      // R_{n-1}, R_{n-2}
+  KFMM_PRAGMA_UNROLL_BY(1)
+  for (int t = 1; t < length; ++t) {
+    const L2PTerm<Real>& term = terms[t];
+    if (term.k == Real(0)) {
+      const Real cn = (dx * cd - dy * sd) * term.a;
+      sd = (dy * cd + dx * sd) * term.a;
+      cd = cn;
+      c1 = cd, s1 = sd, c2 = Real(0), s2 = Real(0);
+    } else {
+      const Real kz = term.k * dz;
+      const Real cn = (kz * c1 - r2 * c2) * term.a;
+      const Real sn = (kz * s1 - r2 * s2) * term.a;
+      c2 = c1, s2 = s1, c1 = cn, s1 = sn;
+    }
+    p += term.c[0] * c1 + term.s[0] * s1;
+    x += term.c[1] * c1 + term.s[1] * s1;
+    y += term.c[2] * c1 + term.s[2] * s1;
+    z += term.c[3] * c1 + term.s[3] * s1;
+  }
+  phi += p;
+  gx += x;
+  gy += y;
+  gz += z;
+}
+
 namespace detail {
 /// Particles per host L2P lane block: one 512-bit register of doubles, two 256-bit ones.
 template <class Real>
@@ -102,6 +184,8 @@ struct L2PKernel {
   using Real = typename Accelerations::non_const_value_type;
   using Member = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using Terms =
+      Kokkos::View<L2PTerm<Real>*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   Leaves leaves;
   Ranges ranges;
   Centres centres;
@@ -112,28 +196,34 @@ struct L2PKernel {
   Real g;
   int order, nc, ng;
 
+  /// Host, compile-time order, one thread per team (the default there): blocks of W particles in SIMD
+  /// lanes, which want l2p_particle's arrays rather than the stream of terms.
+  static constexpr bool host_lanes = is_host_execution_space<ExecutionSpace> && P >= 0;
+
+  /// Team scratch bytes: the local row, then its gradient coefficients (host lanes) or its L2P stream.
+  static std::size_t scratch_bytes(int order, int nc, int ng) {
+    const std::size_t arrays = 3 * Scratch::shmem_size(ng > 0 ? ng : 1);
+    const std::size_t stream = Terms::shmem_size(l2p_stream_length(order));
+    return Scratch::shmem_size(nc) + (host_lanes && arrays > stream ? arrays : stream);
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
     const int leaf = leaves(member.league_rank());
     const int begin = ranges(leaf, 0), end = ranges(leaf, 1);
     if (begin == end) return;
     Scratch L(member.team_scratch(0), nc);
-    Scratch Gx(member.team_scratch(0), ng > 0 ? ng : 1);
-    Scratch Gy(member.team_scratch(0), ng > 0 ? ng : 1);
-    Scratch Gz(member.team_scratch(0), ng > 0 ? ng : 1);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, nc), [&](int k) { L(k) = locals(leaf, k); });
     member.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, ng), [&](int k) {
-      int n = 0;
-      while ((n + 1) * (n + 1) <= k) ++n;
-      l2p_gradient_coefficient(n, k - n * n - n, L.data(), Gx(k), Gy(k), Gz(k));
-    });
-    member.team_barrier();
     const Real cx = centres(leaf, 0), cy = centres(leaf, 1), cz = centres(leaf, 2);
-    if constexpr (is_host_execution_space<ExecutionSpace> && P >= 0) {
-      // Host, compile-time order, one thread per team (the default): blocks of W particles in SIMD
-      // lanes (padding lanes evaluate at the centre and are not stored). Measured at 1e6 Plummer, p 9,
-      // one core: docs/kernels.md. Larger host teams run the GPU code below (how the tests check it).
+    if constexpr (host_lanes) {
+      // Blocks of W particles in SIMD lanes (padding lanes evaluate at the centre and are not stored).
+      // Measured at 1e6 Plummer, p 9, one core: docs/kernels.md. Larger host teams run the GPU code
+      // below (how the tests check it).
       if (member.team_size() == 1) {
+        Scratch Gx(member.team_scratch(0), ng > 0 ? ng : 1);
+        Scratch Gy(member.team_scratch(0), ng > 0 ? ng : 1);
+        Scratch Gz(member.team_scratch(0), ng > 0 ? ng : 1);
+        l2p_gradient_coefficients(order, L.data(), Gx.data(), Gy.data(), Gz.data());
         constexpr int W = l2p_host_lanes<Real>;
         const int blocks = (end - begin + W - 1) / W;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(member, blocks), [&](int b) {
@@ -158,10 +248,17 @@ struct L2PKernel {
         return;
       }
     }
+    // GPUs (and host teams of several threads): the team writes the leaf's stream of terms, then each
+    // thread walks it for its particles.
+    const int length = l2p_stream_length(order);
+    Terms terms(member.team_scratch(0), length);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, length),
+                         [&](int t) { l2p_stream_term(order, t, L.data(), terms(t)); });
+    member.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(member, begin, end), [&](int i) {
       Real phi = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
-      l2p_particle(P >= 0 ? P : order, L.data(), Gx.data(), Gy.data(), Gz.data(), positions(i, 0) - cx,
-                   positions(i, 1) - cy, positions(i, 2) - cz, phi, gx, gy, gz);
+      l2p_stream_particle(length, terms.data(), positions(i, 0) - cx, positions(i, 1) - cy,
+                          positions(i, 2) - cz, phi, gx, gy, gz);
       potentials(i) -= g * phi;
       accelerations(i, 0) += g * gx;
       accelerations(i, 1) += g * gy;
@@ -177,9 +274,10 @@ struct L2PKernel {
 /// With a local built by P2M -> (M2M) -> M2L -> (L2L) this equals what P2P computes with softening 0
 /// for the far sources, up to the truncation at order p.
 ///
-/// One team per listed leaf: the team loads the local row and its gradient coefficients into team
-/// scratch, then its threads take the leaf's particles; every particle is written by one thread
-/// (listed leaves must have disjoint particle ranges, as a tree's leaves do). Deterministic.
+/// One team per listed leaf: the team loads the local row into team scratch and turns it into the
+/// leaf's stream of terms (L2PTerm; on the host with one thread per team: gradient coefficients for
+/// SIMD lanes of particles), then its threads take the leaf's particles; every particle is written by one
+/// thread (listed leaves must have disjoint particle ranges, as a tree's leaves do). Deterministic.
 ///
 /// Throws kfmm::Error for an order outside 0..16, a locals View with fewer than (order+1)^2 columns,
 /// mismatched extents, a non-finite G, or listed ids / ranges out of bounds (checked on the device first).
@@ -232,26 +330,28 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
   if (num_leaves == 0) return;
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
-  using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  // Compile-time orders on every backend, up to p = 16 for double on the host (static_order.hpp): on the
-  // host the per-particle recurrences see a constant order and run in SIMD lanes of particles (1e6
-  // Plummer at p 13 on one core: 0.42 s at the runtime order); on GPUs the per-particle loop stays
-  // rolled (for_each_regular_harmonic<P> unrolled it into 255 registers and spills and took the H200's
-  // L2P 1.2-7x longer: docs/benchmarks.md, "Twenty-fifth session").
+  // Compile-time orders on the host, up to p = 16 for double (static_order.hpp): the per-particle
+  // recurrences see a constant order and run in SIMD lanes of particles (1e6 Plummer at p 13 on one
+  // core: 0.42 s at the runtime order). Devices walk the stream of terms, whose rolled loop a
+  // compile-time order would not change: one kernel per real type.
   const auto run = [&](auto p) {
     constexpr int P = decltype(p)::value;
     const detail::L2PKernel<P, ExecutionSpace, Leaves, Ranges, Centres, Locals, Positions, Accelerations,
                             Potentials>
         kernel{leaves, ranges, centres, locals, positions, accelerations, potentials, static_cast<Real>(G),
                order,  nc,     ng};
-    const std::size_t bytes = Scratch::shmem_size(nc) + 3 * Scratch::shmem_size(ng > 0 ? ng : 1);
+    const std::size_t bytes = decltype(kernel)::scratch_bytes(order, nc, ng);
     const int team = detail::choose_team_size<ExecutionSpace>("l2p", options.team_size, 32, bytes, 0,
                                                               Policy(space, num_leaves, 1), kernel);
     Policy policy(space, num_leaves, team);
     policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
     Kokkos::parallel_for("kfmm::l2p", policy, kernel);
   };
-  detail::dispatch_static_order_for<ExecutionSpace, Real>(order, run);
+  if constexpr (detail::is_host_execution_space<ExecutionSpace>) {
+    detail::dispatch_static_order_for<ExecutionSpace, Real>(order, run);
+  } else {
+    run(std::integral_constant<int, -1>{});
+  }
 }
 
 }  // namespace kfmm

@@ -41,13 +41,13 @@ void dispatch_static_order(int order, F&& f) {
   dispatch_order_range<min_static_order, max_static_order>(order, f);
 }
 
-/// Highest compile-time order of the M2L and the L2P on ExecutionSpace in precision Real.
+/// Highest compile-time order of the M2L (and the host L2P) on ExecutionSpace in precision Real.
 template <class ExecutionSpace, class Real>
 inline constexpr int max_static_order_for =
     is_host_execution_space<ExecutionSpace>&& std::is_same<Real, double>::value ? max_host_double_static_order
                                                                                 : max_static_order;
 
-/// dispatch_static_order for the M2L and the L2P on ExecutionSpace in precision Real (compile-time
+/// dispatch_static_order for the M2L and the host L2P on ExecutionSpace in precision Real (compile-time
 /// orders up to max_static_order_for).
 template <class ExecutionSpace, class Real, class F>
 void dispatch_static_order_for(int order, F&& f) {
@@ -56,7 +56,7 @@ void dispatch_static_order_for(int order, F&& f) {
 
 /// dispatch_static_order on device backends; P = -1 (the runtime order) on host backends, whose
 /// per-order kernels the compilers vectorise without compile-time orders (and whose build time stays
-/// small). The batched P2M, M2M, L2L and L2P all dispatch through this.
+/// small). The batched P2M, M2M and L2L dispatch through this.
 template <class ExecutionSpace, class F>
 void dispatch_device_static_order(int order, F&& f) {
   if constexpr (is_host_execution_space<ExecutionSpace>) {

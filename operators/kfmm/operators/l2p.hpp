@@ -97,7 +97,7 @@ KOKKOS_INLINE_FUNCTION void l2p_particle(int order, const Real* L, const Real* G
 /// c = (L, Gx, Gy, Gz) at (n, m), s the same at (n, -m) (zero for m == 0, and zero gradients for n == p).
 /// The terms run m outer, n inner, (p+1)(p+2)/2 of them; the first, (0, 0), is R = 1 and is not stepped.
 template <class Real>
-struct L2PTerm {
+struct alignas(16) L2PTerm {
   Real c[4];
   Real s[4];
   Real k;

@@ -136,8 +136,8 @@ KOKKOS_INLINE_FUNCTION void l2p_stream_term(int order, int t, const Real* L, L2P
 /// potential sum L_n^m R_n^m to phi and its gradient to (gx, gy, gz): l2p_particle's sums with the
 /// coefficient indices, the divisors and the tests on n and m moved into the per-leaf terms. The loop
 /// stays rolled on purpose: unrolled (compile-time order) the GPU L2P held 255 registers, spilled and
-/// ran 1.2-7x slower (docs/benchmarks.md, "Twenty-fifth session"); rolled over the terms it is 1.1-1.4x
-/// faster than l2p_particle's rolled loops on the H200 ("Twenty-sixth session").
+/// ran 1.2-7x slower (docs/benchmarks.md, "Twenty-fifth session"); rolled over 16-byte aligned terms
+/// it is 1.12-1.23x faster than l2p_particle's rolled loops on the H200 ("Twenty-sixth session").
 template <class Real>
 KOKKOS_INLINE_FUNCTION void l2p_stream_particle(int length, const L2PTerm<Real>* terms, Real dx, Real dy,
                                                 Real dz, Real& phi, Real& gx, Real& gy, Real& gz) {

@@ -128,7 +128,7 @@ KOKKOS_INLINE_FUNCTION void l2p_stream_term(int order, int t, const Real* L, L2P
     term.a = m == 0 ? Real(1) : Real(1) / Real(2 * m);
   } else {
     term.k = Real(2 * n - 1);
-    term.a = Real(1) / Real((n + m) * (n - m));
+    term.a = static_cast<Real>(regular_recurrence_inverse(n, m));  // (the table of for_each_regular_harmonic)
   }
 }
 

@@ -35,6 +35,7 @@
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/particle_types.hpp"
 #include "kfmm/core/stage_clock.hpp"
+#include "kfmm/core/zero_fill.hpp"
 #include "kfmm/drivers/options.hpp"
 #include "kfmm/drivers/statistics.hpp"
 #include "kfmm/drivers/tolerance.hpp"
@@ -97,24 +98,6 @@ void gather_by_permutation(const ExecutionSpace& space, const PermView& perm, co
                            const OutView& out, int n) {
   Kokkos::parallel_for("kfmm::Solver::gather_masses", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
                        GatherByPermutation<PermView, InView, OutView>{perm, in, out});
-}
-
-template <class AccView, class PotView>
-struct ZeroOutputs {
-  using Real = typename PotView::non_const_value_type;
-  AccView acc;
-  PotView pot;
-  KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
-    for (int a = 0; a < 3; ++a) acc(s, a) = Real(0);
-    pot(s) = Real(0);
-  }
-};
-
-/// Zeroes the sorted accelerations and potentials.
-template <class ExecutionSpace, class AccView, class PotView>
-void zero_outputs(const ExecutionSpace& space, const AccView& acc, const PotView& pot, int n) {
-  Kokkos::parallel_for("kfmm::Solver::zero", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-                       ZeroOutputs<AccView, PotView>{acc, pot});
 }
 
 /// inverse(perm(s)) = s: the sorted slot of every caller index.
@@ -519,17 +502,13 @@ class Solver {
     const int n = tree_.num_particles;
     const int num_nodes = tree_.num_nodes;
     const int ncoef = expansion_row_length(order_);  // (padded: see expansion_row_length)
-    // Both extents are tested (and both Views released before either is allocated, so the old ones never
-    // add to the peak): if an allocation throws, the next evaluation re-allocates instead of finding a
-    // half-updated pair.
-    if (static_cast<int>(acc_sorted_.extent(0)) != n || static_cast<int>(pot_sorted_.extent(0)) != n) {
-      acc_sorted_ = Kokkos::View<Real* [3], memory_space>();
-      pot_sorted_ = Kokkos::View<Real*, memory_space>();
-      acc_sorted_ = Kokkos::View<Real* [3], memory_space>(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::accelerations_sorted"), n);
-      pot_sorted_ = Kokkos::View<Real*, memory_space>(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::potentials_sorted"), n);
+    if (static_cast<int>(outputs_sorted_.extent(0)) != n) {
+      outputs_sorted_ = SortedOutputs();  // (released first: the old one never adds to the peak)
+      outputs_sorted_ = SortedOutputs(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::outputs_sorted"), n);
     }
+    const auto acc_sorted = Kokkos::subview(outputs_sorted_, Kokkos::ALL(), std::make_pair(0, 3));
+    const auto pot_sorted = Kokkos::subview(outputs_sorted_, Kokkos::ALL(), 3);
     if (static_cast<int>(multipole_storage_.extent(0)) < num_nodes ||
         static_cast<int>(multipole_storage_.extent(1)) != ncoef ||
         local_storage_.extent(0) != multipole_storage_.extent(0) ||
@@ -545,12 +524,10 @@ class Solver {
     const Expansions multipoles =
         Kokkos::subview(multipole_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
     const Expansions locals = Kokkos::subview(local_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
-    detail::zero_outputs(space_, acc_sorted_, pot_sorted_, n);
-    // (zeroed as one flat range: Kokkos 3.4 fills a 2-D View with a slow 2-D kernel, 77 us at 1e6 on the
-    // H200)
-    Kokkos::deep_copy(
-        space_, Kokkos::View<Real*, memory_space, Kokkos::MemoryUnmanaged>(locals.data(), locals.span()),
-        Real(0));
+    // Both cleared as flat ranges in 16-byte stores (core/kfmm/core/zero_fill.hpp; Kokkos 3.4 fills a 2-D
+    // View with a slow 2-D kernel, and a 1-D one a value per thread).
+    detail::zero_fill(space_, outputs_sorted_.data(), outputs_sorted_.span());
+    detail::zero_fill(space_, locals.data(), locals.span());
     clock.stop(Stage::gather);
 
     const int p = order_;
@@ -583,7 +560,7 @@ class Solver {
     l2l_pass(space_, p, t.level_offsets[std::min(std::max(1, top + 1), t.num_levels)], num_nodes, t.parent,
              t.centres, locals, pass_workspace_, trusted);
     clock.stop(Stage::l2l);
-    l2p(space_, p, options_.G, t.leaves, t.ranges, t.centres, locals, t.positions, acc_sorted_, pot_sorted_,
+    l2p(space_, p, options_.G, t.leaves, t.ranges, t.centres, locals, t.positions, acc_sorted, pot_sorted,
         trusted);
     clock.stop(Stage::l2p);
     P2POptions p2p_options;
@@ -597,11 +574,11 @@ class Solver {
     // Host backends evaluate each near leaf pair once for both leaves (Newton's third law; 1.2x there).
     p2p_options.mutual = detail::is_host_execution_space<ExecutionSpace>;
     p2p(space_, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
-        acc_sorted_, pot_sorted_, p2p_options, p2p_workspace_);
+        acc_sorted, pot_sorted, p2p_options, p2p_workspace_);
     clock.stop(Stage::p2p);
     // Back into the caller's order.
-    detail::gather_outputs(space_, inverse_permutation_, acc_sorted_, pot_sorted_, accelerations, potentials,
-                           n, scale_ * scale_, scale_);
+    detail::gather_outputs(space_, inverse_permutation_, acc_sorted, pot_sorted, accelerations, potentials, n,
+                           scale_ * scale_, scale_);
     clock.stop(Stage::scatter);
     // (After the last stage, so that its time is not booked to any stage.)
     if (options_.timing)
@@ -629,8 +606,12 @@ class Solver {
   WalkWorkspace<memory_space> walk_workspace_;
   CsrWorkspace<memory_space> m2l_workspace_, p2p_workspace_;  // chunk tables and partial sums
   TranslationPassWorkspace<memory_space> pass_workspace_;     // M2M / L2L pass flags
-  Kokkos::View<Real*, memory_space> masses_sorted_, pot_sorted_;
-  Kokkos::View<Real* [3], memory_space> acc_sorted_;
+  Kokkos::View<Real*, memory_space> masses_sorted_;
+  /// The results in the tree's order, one record (ax, ay, az, phi) per particle: the gather back into the
+  /// caller's order reads one 16-byte (float) record at each random slot, one memory sector, where four
+  /// separate arrays cost four (at 1e7 particles they outgrow the GPU's L2; docs/benchmarks.md).
+  using SortedOutputs = Kokkos::View<Real* [4], Kokkos::LayoutRight, memory_space>;
+  SortedOutputs outputs_sorted_;
   Kokkos::View<int*, memory_space> inverse_permutation_;  ///< caller index -> sorted slot (the tree's)
   double scale_ = 1;          ///< positions are multiplied by this power of two before the tree is built
   bool scale_known_ = false;  ///< scale_ is that of an earlier evaluation (the next build assumes it)

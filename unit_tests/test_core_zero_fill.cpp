@@ -20,7 +20,6 @@ void check_zero_fill() {
   const auto host = Kokkos::create_mirror_view(buffer);
   std::vector<std::size_t> counts = {1000, 3001};  // and every length up to ten blocks
   for (std::size_t count = 0; count <= 10 * per_block; ++count) counts.push_back(count);
-  int cases = 0;
   for (std::size_t offset = 0; offset < 2 * per_block; ++offset) {
     for (const std::size_t count : counts) {
       for (std::size_t i = 0; i < size; ++i) host(i) = static_cast<T>(1 + i % 7);
@@ -37,10 +36,8 @@ void check_zero_fill() {
       }
       INFO("offset " << offset << ", count " << count);
       CHECK(wrong == 0);
-      ++cases;
     }
   }
-  CHECK(cases == static_cast<int>(2 * per_block * counts.size()));
 }
 
 }  // namespace

@@ -11,7 +11,12 @@
 ///
 /// Pipeline of evaluate(): octree of the positions -> dual-tree walk (theta, softening margin) into far
 /// and near lists -> P2M on the leaves -> M2M level by level up -> M2L over the far list -> L2L level
-/// by level down -> L2P on the leaves + P2P over the near list -> results into the caller's order.
+/// by level down -> P2P over the near list + L2P on the leaves -> results into the caller's order.
+/// On CUDA two streams of the solver's own share the work (core/side_instance.hpp): P2M and M2M run
+/// beside the walk, and the P2P beside M2L and L2L, at a lower priority than the critical path, so that
+/// the walk's rounds and the level-by-level chains, which leave most of the GPU idle, overlap bulk work.
+/// Events order them after the caller's earlier work on its instance (`space()`) and the caller's later
+/// work after them; the host never waits for them.
 /// reevaluate() repeats the pipeline from P2M for new masses on the same positions, keeping tree and
 /// lists (the expansion centres stay those of the masses given to evaluate(): any centre whose radius
 /// encloses a node's particles is valid, so the lists remain correct for any new masses).
@@ -34,6 +39,7 @@
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/particle_types.hpp"
+#include "kfmm/core/side_instance.hpp"
 #include "kfmm/core/stage_clock.hpp"
 #include "kfmm/core/zero_fill.hpp"
 #include "kfmm/drivers/options.hpp"
@@ -293,6 +299,7 @@ class Solver {
     Kokkos::Timer total;
     check_sizes(positions.extent(0), masses.extent(0), accelerations, potentials);
     begin_stats(static_cast<int>(positions.extent(0)), true);
+    Fork fork(*this);
     Clock clock(*this);
     const int n = static_cast<int>(positions.extent(0));
     has_tree_ = false;
@@ -312,7 +319,7 @@ class Solver {
     double abs_mass = 0;  // sum of |m|: the expansions' range (expansion_range_separation)
     if (scale_known_) {
       try {
-        build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, nullptr, scale_);
+        build_octree(work_, positions, masses, leaf_size_, tree_, tree_workspace_, nullptr, scale_);
         built = length_scale(tree_.box) == scale_;
         abs_mass = tree_.abs_mass;
       } catch (const Error&) {
@@ -323,25 +330,27 @@ class Solver {
     if (!built) {
       // Bounding box and NaN/Inf count in one pass (the tree's box kernel) and a host round trip; the
       // first bad particle is looked up only when there is one.
-      const detail::BoxReduction box = detail::reduce_box(space_, positions, masses, tree_workspace_.box);
-      if (box.non_finite > 0) report_non_finite(masses, detail::first_non_finite(space_, positions, masses));
+      const detail::BoxReduction box = detail::reduce_box(work_, positions, masses, tree_workspace_.box);
+      if (box.non_finite > 0) report_non_finite(masses, detail::first_non_finite(work_, positions, masses));
       scale_ = length_scale(detail::scaled_box(box, 1.0));
       abs_mass = box.abs_mass;
       clock.stop(Stage::check);  // (with the time of a speculative build that was not kept)
       // The box of the scaled positions (a power of two: exact), already checked: the build skips its
       // own reduction, and scales the positions as it sorts them (no scaled copy of the caller's).
       const BoundingBox tree_box = detail::scaled_box(box, scale_);
-      build_octree(space_, positions, masses, leaf_size_, tree_, tree_workspace_, &tree_box, scale_);
+      build_octree(work_, positions, masses, leaf_size_, tree_, tree_workspace_, &tree_box, scale_);
       scale_known_ = true;
     }
     stats_.length_scale = scale_;
     detail::resize_exact(inverse_permutation_, n, "kfmm::Solver::inverse_permutation");
-    detail::invert_permutation(space_, tree_.permutation, inverse_permutation_, n);
+    detail::invert_permutation(work_, tree_.permutation, inverse_permutation_, n);
     clock.stop(Stage::tree);
+    // P2M and M2M of every level (the walk, which tells the shallowest far pair, runs beside them).
+    upward_pass(tree_.masses, 0, clock);
     walk_lists(abs_mass);
     clock.stop(Stage::walk);
     has_tree_ = true;
-    run_expansions(tree_.masses, accelerations, potentials, clock);
+    far_and_near(tree_.masses, accelerations, potentials, clock);
     finish_stats(total);
   }
 
@@ -356,6 +365,7 @@ class Solver {
     const int n = tree_.num_particles;
     check_sizes(static_cast<std::size_t>(n), masses.extent(0), accelerations, potentials);
     begin_stats(n, false);
+    Fork fork(*this);
     Clock clock(*this);
     if (n == 0) {
       finish_stats(total);
@@ -363,9 +373,9 @@ class Solver {
     }
     // Non-finite masses and sum |m| in one pass and round trip.
     const detail::BoxReduction r =
-        detail::reduce_box(space_, const_positions_type(), masses, tree_workspace_.box);
+        detail::reduce_box(work_, const_positions_type(), masses, tree_workspace_.box);
     if (r.non_finite > 0)
-      report_non_finite(masses, detail::first_non_finite(space_, const_positions_type(), masses));
+      report_non_finite(masses, detail::first_non_finite(work_, const_positions_type(), masses));
     stats_.length_scale = scale_;
     // Larger masses than the lists were made for: node pairs they would push out of Real's range go to
     // the near field (a new walk on the same tree).
@@ -373,10 +383,12 @@ class Solver {
     clock.stop(Stage::check);
     if (static_cast<int>(masses_sorted_.extent(0)) != n) {
       masses_sorted_ = Kokkos::View<Real*, memory_space>(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::masses_sorted"), n);
+          Kokkos::view_alloc(work_, Kokkos::WithoutInitializing, "kfmm::Solver::masses_sorted"), n);
     }
-    detail::gather_by_permutation(space_, tree_.permutation, masses, masses_sorted_, n);
-    run_expansions(masses_sorted_, accelerations, potentials, clock);
+    detail::gather_by_permutation(work_, tree_.permutation, masses, masses_sorted_, n);
+    clock.stop(Stage::gather);
+    upward_pass(masses_sorted_, lists_.top_far_level >= 0 ? lists_.top_far_level : tree_.num_levels, clock);
+    far_and_near(masses_sorted_, accelerations, potentials, clock);
     finish_stats(total);
   }
 
@@ -386,13 +398,50 @@ class Solver {
 
   /// Marks the end of each stage on the solver's StageClock when Options::timing is on (events on CUDA,
   /// fences elsewhere; finish_stats reads the times), else does nothing.
+  /// Stages of the side instance are marked on the clock's lane 1 (side_stop); a lane's wait for the
+  /// other is no stage (skip).
   struct Clock {
     Solver& solver;
+    bool side_started = false;
     explicit Clock(Solver& s) : solver(s) {
-      if (solver.options_.timing) solver.stage_clock_.start(solver.space_);
+      if (solver.options_.timing) solver.stage_clock_.start(solver.work_);
     }
     void stop(Stage stage) {
       if (solver.options_.timing) solver.stage_clock_.mark(static_cast<int>(stage));
+    }
+    void side_stop(Stage stage) {
+      if (solver.options_.timing) solver.stage_clock_.mark(static_cast<int>(stage), 1);
+    }
+    void skip(int lane) {
+      if (!solver.options_.timing) return;
+      if (lane == 1 && !side_started) {
+        solver.stage_clock_.start_lane(1, solver.side());
+        side_started = true;
+      } else {
+        solver.stage_clock_.mark(StageClock<ExecutionSpace>::not_timed, lane);
+      }
+    }
+  };
+
+  /// The instance of the work that may overlap the caller's (the caller's own instance except on CUDA).
+  ExecutionSpace side() { return side_instance_.side(space_); }
+
+  /// The evaluation's instances for its duration: its main work (on work_) waits for the caller's earlier
+  /// work, and the caller's later work waits for all of the evaluation's, also when it throws.
+  struct Fork {
+    Solver& solver;
+    explicit Fork(Solver& s) : solver(s) {
+      solver.work_ = solver.side_instance_.main(solver.space_);
+      solver.side_instance_.main_waits_for_caller(solver.space_);
+    }
+    Fork(const Fork&) = delete;
+    Fork& operator=(const Fork&) = delete;
+    ~Fork() {
+      try {
+        solver.side_instance_.main_waits_for_side();
+        solver.side_instance_.caller_waits_for_main(solver.space_);
+      } catch (...) {  // (no throw from a destructor: a failing CUDA call shows at the caller's next one)
+      }
     }
   };
 
@@ -433,7 +482,7 @@ class Solver {
   void finish_stats(const Kokkos::Timer& total) {
     if (options_.timing) {
       stage_clock_.finish(stats_.seconds);
-      space_.fence();
+      work_.fence();
     }
     stats_.total_seconds = total.seconds();
     ++stats_.evaluations;
@@ -450,7 +499,7 @@ class Solver {
     walk_abs_mass_ = abs_mass;
     stats_.range_separation = expansion_range_separation<Real>(order_, abs_mass) / scale_;
     lists_ = Lists_();  // (the last lists view the walk's buffers: let a buffer the walk grows be freed)
-    lists_ = dual_tree_walk(space_, tree_, walk, walk_workspace_);
+    lists_ = dual_tree_walk(work_, tree_, walk, walk_workspace_);
     prepare_levels();
   }
 
@@ -494,21 +543,12 @@ class Solver {
     stats_.near_pairs = static_cast<long long>(lists_.near.sources.extent(0));
   }
 
-  /// P2M .. P2P and the gather into the caller's order, on the current tree and lists, for masses in
-  /// the tree's order.
-  void run_expansions(const Kokkos::View<const Real*, memory_space>& masses_sorted,
-                      const accelerations_type& accelerations, const potentials_type& potentials,
-                      Clock& clock) {
-    const int n = tree_.num_particles;
+  /// Multipoles of the current tree for masses in the tree's order, on the side instance after the work
+  /// submitted so far: P2M on the leaves, then M2M from the deepest parents up to level `top` (one launch;
+  /// levels above the shallowest far pair have no multipole that M2L reads).
+  void upward_pass(const Kokkos::View<const Real*, memory_space>& masses_sorted, int top, Clock& clock) {
     const int num_nodes = tree_.num_nodes;
     const int ncoef = expansion_row_length(order_);  // (padded: see expansion_row_length)
-    if (static_cast<int>(outputs_sorted_.extent(0)) != n) {
-      outputs_sorted_ = SortedOutputs();  // (released first: the old one never adds to the peak)
-      outputs_sorted_ = SortedOutputs(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::outputs_sorted"), n);
-    }
-    const auto acc_sorted = Kokkos::subview(outputs_sorted_, Kokkos::ALL(), std::make_pair(0, 3));
-    const auto pot_sorted = Kokkos::subview(outputs_sorted_, Kokkos::ALL(), 3);
     if (static_cast<int>(multipole_storage_.extent(0)) < num_nodes ||
         static_cast<int>(multipole_storage_.extent(1)) != ncoef ||
         local_storage_.extent(0) != multipole_storage_.extent(0) ||
@@ -517,52 +557,81 @@ class Solver {
       multipole_storage_ = Expansions();
       local_storage_ = Expansions();
       multipole_storage_ = Expansions(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::multipoles"), rows, ncoef);
+          Kokkos::view_alloc(work_, Kokkos::WithoutInitializing, "kfmm::Solver::multipoles"), rows, ncoef);
       local_storage_ = Expansions(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kfmm::Solver::locals"), rows, ncoef);
+          Kokkos::view_alloc(work_, Kokkos::WithoutInitializing, "kfmm::Solver::locals"), rows, ncoef);
     }
+    const Expansions multipoles =
+        Kokkos::subview(multipole_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
+    const ExecutionSpace side = this->side();
+    side_instance_.side_waits_for_main();
+    clock.skip(1);
+    const int p = order_;
+    const auto& t = tree_;
+    // The tree is consistent by construction: no per-call device validation (each would cost a reduction
+    // and a host round trip, two per level for M2M).
+    ExpansionOptions trusted;
+    trusted.validate = false;
+    p2m(side, p, t.positions, masses_sorted, t.ranges, t.leaves, t.centres, multipoles, trusted);
+    clock.side_stop(Stage::p2m);
+    // M2M: parents on levels top .. num_levels - 2 (the deepest level holds leaves only). Nodes are
+    // numbered level by level, parents first (translation_passes.hpp): level-by-level launches cost ~7 us
+    // each near the root on the H200.
+    const int m2m_first = t.level_offsets[std::min(top, t.num_levels - 1)];
+    m2m_pass(side, p, m2m_first, t.level_offsets[t.num_levels - 1], t.first_child, t.num_children, t.centres,
+             multipoles, pass_workspace_, trusted);
+    clock.side_stop(Stage::m2m);
+  }
+
+  /// M2L, L2L and L2P (the caller's instance) and P2P (the side instance, beside M2L and L2L) on the
+  /// current tree and lists after upward_pass, then the gather into the caller's order.
+  void far_and_near(const Kokkos::View<const Real*, memory_space>& masses_sorted,
+                    const accelerations_type& accelerations, const potentials_type& potentials,
+                    Clock& clock) {
+    const int n = tree_.num_particles;
+    const int num_nodes = tree_.num_nodes;
+    if (static_cast<int>(outputs_sorted_.extent(0)) != n) {
+      outputs_sorted_ = SortedOutputs();  // (released first: the old one never adds to the peak)
+      outputs_sorted_ = SortedOutputs(
+          Kokkos::view_alloc(work_, Kokkos::WithoutInitializing, "kfmm::Solver::outputs_sorted"), n);
+    }
+    const auto acc_sorted = Kokkos::subview(outputs_sorted_, Kokkos::ALL(), std::make_pair(0, 3));
+    const auto pot_sorted = Kokkos::subview(outputs_sorted_, Kokkos::ALL(), 3);
     const Expansions multipoles =
         Kokkos::subview(multipole_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
     const Expansions locals = Kokkos::subview(local_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
     // Both cleared as flat ranges in 16-byte stores (core/kfmm/core/zero_fill.hpp; Kokkos 3.4 fills a 2-D
     // View with a slow 2-D kernel, and a 1-D one a value per thread).
-    detail::zero_fill(space_, outputs_sorted_.data(), outputs_sorted_.span());
-    detail::zero_fill(space_, locals.data(), locals.span());
+    detail::zero_fill(work_, outputs_sorted_.data(), outputs_sorted_.span());
+    detail::zero_fill(work_, locals.data(), locals.span());
     clock.stop(Stage::gather);
+    // The side's P2P reads the lists and adds to the cleared outputs; M2L reads the side's multipoles.
+    const ExecutionSpace side = this->side();
+    side_instance_.side_waits_for_main();
+    clock.skip(1);
+    side_instance_.main_waits_for_side();
+    clock.skip(0);
 
     const int p = order_;
     const auto& t = tree_;
     // The tree and its lists are consistent by construction: no per-call device validation (each would
-    // cost a reduction and a host round trip, two per level for M2M and L2L).
+    // cost a reduction and a host round trip, two per level for L2L).
     ExpansionOptions trusted;
     trusted.validate = false;
-    // Upward pass: P2M on the leaves, then M2M from the deepest parents up (one launch).
-    p2m(space_, p, t.positions, masses_sorted, t.ranges, t.leaves, t.centres, multipoles, trusted);
-    clock.stop(Stage::p2m);
-    // Levels above the shallowest far pair (lists_.top_far_level; -1: no far pair at all) have no
-    // multipole that M2L reads and no local that is not zero: their M2M and L2L are skipped. The passes
-    // run all remaining levels in one launch each (translation_passes.hpp; nodes are numbered level by
-    // level, parents first): level-by-level launches cost ~7 us each near the root on the H200.
     const int top = lists_.top_far_level >= 0 ? lists_.top_far_level : t.num_levels;
-    // M2M: parents on levels top .. num_levels - 2 (the deepest level holds leaves only).
-    const int m2m_first = t.level_offsets[std::min(top, t.num_levels - 1)];
-    m2m_pass(space_, p, m2m_first, t.level_offsets[t.num_levels - 1], t.first_child, t.num_children,
-             t.centres, multipoles, pass_workspace_, trusted);
-    clock.stop(Stage::m2m);
     // Far field: M2L over the far list, then L2L from the root side down (one launch).
     M2LOptions m2l_options;
     m2l_options.lane = options_.m2l_lane;
     m2l_options.deterministic = options_.deterministic;
     m2l_options.validate = false;  // (the walk's lists: sources hold exactly their pairs)
-    m2l(space_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
+    m2l(work_, p, lists_.far, t.centres, multipoles, locals, m2l_options, m2l_workspace_);
     clock.stop(Stage::m2l);
     // L2L: every node below level max(1, top + 1) takes its parent's local.
-    l2l_pass(space_, p, t.level_offsets[std::min(std::max(1, top + 1), t.num_levels)], num_nodes, t.parent,
+    l2l_pass(work_, p, t.level_offsets[std::min(std::max(1, top + 1), t.num_levels)], num_nodes, t.parent,
              t.centres, locals, pass_workspace_, trusted);
     clock.stop(Stage::l2l);
-    l2p(space_, p, options_.G, t.leaves, t.ranges, t.centres, locals, t.positions, acc_sorted, pot_sorted,
-        trusted);
-    clock.stop(Stage::l2p);
+    // Near field on the side (submitted after M2L and L2L, so that its chunk table's host round trip,
+    // which waits for the side only, overlaps them).
     P2POptions p2p_options;
     p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
     p2p_options.deterministic = options_.deterministic;
@@ -573,21 +642,28 @@ class Solver {
     // particle at the goal points and at 1e8: docs/benchmarks.md, thirteenth session.)
     // Host backends evaluate each near leaf pair once for both leaves (Newton's third law; 1.2x there).
     p2p_options.mutual = detail::is_host_execution_space<ExecutionSpace>;
-    p2p(space_, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
+    p2p(side, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
         acc_sorted, pot_sorted, p2p_options, p2p_workspace_);
-    clock.stop(Stage::p2p);
+    clock.side_stop(Stage::p2p);
+    // L2P adds the far field to the near field's sums (a fixed order on every backend).
+    side_instance_.main_waits_for_side();
+    clock.skip(0);
+    l2p(work_, p, options_.G, t.leaves, t.ranges, t.centres, locals, t.positions, acc_sorted, pot_sorted,
+        trusted);
+    clock.stop(Stage::l2p);
     // Back into the caller's order.
-    detail::gather_outputs(space_, inverse_permutation_, acc_sorted, pot_sorted, accelerations, potentials, n,
+    detail::gather_outputs(work_, inverse_permutation_, acc_sorted, pot_sorted, accelerations, potentials, n,
                            scale_ * scale_, scale_);
     clock.stop(Stage::scatter);
     // (After the last stage, so that its time is not booked to any stage.)
     if (options_.timing)
-      stats_.p2p_interactions = detail::count_p2p_interactions(space_, lists_.near, t.ranges);
+      stats_.p2p_interactions = detail::count_p2p_interactions(work_, lists_.near, t.ranges);
   }
 
   using Expansions = ExpansionView<Real, memory_space>;
 
-  ExecutionSpace space_;
+  ExecutionSpace space_;  ///< the caller's instance
+  ExecutionSpace work_;   ///< the instance of an evaluation's main work (side_instance_.main(space_))
   Options options_;
   int order_ = 0;
   double theta_ = 0;
@@ -596,7 +672,8 @@ class Solver {
   double min_separation_ = 0;
   double walk_abs_mass_ = 0;  // the sum |m| the current lists were walked for
   Statistics stats_;
-  StageClock<ExecutionSpace> stage_clock_;  ///< stage times with Options::timing
+  StageClock<ExecutionSpace> stage_clock_;              ///< stage times with Options::timing
+  detail::SideInstance<ExecutionSpace> side_instance_;  ///< the instance of P2M, M2M and P2P
   long long evaluations_ = 0;
 
   bool has_tree_ = false;

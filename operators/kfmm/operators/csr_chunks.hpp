@@ -193,18 +193,28 @@ struct CsrChunkTotals {
   int chunks = 0, partial = 0, split_rows = 0;
 };
 
-/// The table's device totals on the host: a round trip, for tests and diagnostics.
-template <class MemorySpace>
-CsrChunkTotals csr_chunk_totals(const CsrChunks<MemorySpace>& c) {
+/// The table's device totals on the host, once the work submitted to `space` (which built the table) is
+/// done: a round trip that waits for that instance only (work on other instances may go on).
+template <class ExecutionSpace, class MemorySpace>
+CsrChunkTotals csr_chunk_totals(const ExecutionSpace& space, const CsrChunks<MemorySpace>& c) {
   CsrChunkTotals t;
   if (c.totals.extent(0) < 3) return t;
   int totals[3];
-  Kokkos::deep_copy(Kokkos::View<int*, Kokkos::HostSpace>(totals, 3),
+  Kokkos::deep_copy(space, Kokkos::View<int*, Kokkos::HostSpace>(totals, 3),
                     Kokkos::subview(c.totals, Kokkos::make_pair(0, 3)));
+  space.fence();
   t.chunks = totals[0];
   t.partial = totals[1];
   t.split_rows = totals[2];
   return t;
+}
+
+/// The table's device totals on the host after all submitted work: a round trip, for tests and
+/// diagnostics.
+template <class MemorySpace>
+CsrChunkTotals csr_chunk_totals(const CsrChunks<MemorySpace>& c) {
+  Kokkos::fence();
+  return csr_chunk_totals(typename MemorySpace::execution_space(), c);
 }
 
 /// Builds the chunk table of `list` into `c`, reusing its arrays where they are long enough: one kernel,
@@ -270,7 +280,7 @@ void make_csr_chunks(const ExecutionSpace& space, const InteractionList<MemorySp
           .set_scratch_size(0, Kokkos::PerTeam(scans * TileScan<MemorySpace>::scratch_bytes())),
       table);
   if (c.exact) {
-    const CsrChunkTotals totals = csr_chunk_totals(c);
+    const CsrChunkTotals totals = csr_chunk_totals(space, c);
     require(totals.partial < INT_MAX, "CSR list needs too large a partial buffer (", totals.partial,
             "+ entries)");
     c.chunk_capacity = totals.chunks;

@@ -507,8 +507,10 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       // The build's one copy to the host: level sizes, then the box when it was reduced here.
       const int copied = detail::topology_slots + 1 + (device_box.extent(0) > 0 ? detail::box_words : 0);
       std::vector<unsigned long long> firsts(copied);
-      Kokkos::deep_copy(Kokkos::View<unsigned long long*, Kokkos::HostSpace>(firsts.data(), firsts.size()),
+      Kokkos::deep_copy(space,
+                        Kokkos::View<unsigned long long*, Kokkos::HostSpace>(firsts.data(), firsts.size()),
                         Kokkos::subview(workspace.level_first, Kokkos::make_pair(0, copied)));
+      space.fence();  // (this instance's work only: work on others may go on)
       if (device_box.extent(0) > 0) {
         const detail::BoxReduction b = detail::box_from_words(firsts.data() + detail::topology_slots + 1);
         require(b.non_finite == 0, "build_octree: ", b.non_finite,

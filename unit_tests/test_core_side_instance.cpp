@@ -7,6 +7,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <array>
+#include <cmath>
 #include <type_traits>
 
 #include "backends.hpp"
@@ -19,22 +20,22 @@ namespace {
 template <class Space>
 using Values = Kokkos::View<double*, typename Space::memory_space>;
 
-/// y(i) <- `steps` dependent multiply-adds from `seed` + i: slow work (its time grows with n * steps)
-/// whose result is known on the host (slow_value).
+/// y(i) <- `steps` dependent multiply-adds from `seed` + i / 1000: slow work (its time grows with n * steps)
+/// whose result depends on seed and i (the recurrence's fixed point 1 is far: 0.9999^2000 = 0.82).
 template <class Space>
 void slow_fill(const Space& space, const Values<Space>& y, double seed, int steps) {
   Kokkos::parallel_for(
       "slow_fill", Kokkos::RangePolicy<Space>(space, 0, static_cast<int>(y.extent(0))),
       KOKKOS_LAMBDA(const int i) {
-        double v = seed + i;
-        for (int s = 0; s < steps; ++s) v = v * 0.5 + 1.0;
+        double v = seed + 1e-3 * i;
+        for (int s = 0; s < steps; ++s) v = v * 0.9999 + 1e-4;
         y(i) = v;
       });
 }
 
 double slow_value(double seed, int i, int steps) {
-  double v = seed + i;
-  for (int s = 0; s < steps; ++s) v = v * 0.5 + 1.0;
+  double v = seed + 1e-3 * i;
+  for (int s = 0; s < steps; ++s) v = v * 0.9999 + 1e-4;
   return v;
 }
 
@@ -46,13 +47,19 @@ void add_one(const Space& space, const Values<Space>& from, const Values<Space>&
       KOKKOS_LAMBDA(const int i) { to(i) = from(i) + 1; });
 }
 
-/// Entries of `got` (copied to the host) that differ from slow_value(seed, i, steps) + 1.
+/// Entries of `got` (copied to the host) that differ from slow_value(seed, i, steps) + 1 beyond rounding
+/// (the device may fuse the multiply-adds): 4096 evenly spaced ones and the last (the host's reference is
+/// slow; a reader that ran before its writer finished misses whole ranges of them).
 template <class Space>
 int count_wrong(const Values<Space>& got, double seed, int steps) {
   const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), got);
+  const int n = static_cast<int>(h.extent(0));
+  const int stride = n > 4096 ? n / 4096 : 1;
   int wrong = 0;
-  for (int i = 0; i < static_cast<int>(h.extent(0)); ++i)
-    wrong += h(i) == slow_value(seed, i, steps) + 1 ? 0 : 1;
+  for (int i = 0; i < n; i = (i + stride < n || i == n - 1) ? i + stride : n - 1) {
+    const double want = slow_value(seed, i, steps) + 1;
+    wrong += std::abs(h(i) - want) <= 1e-10 * want ? 0 : 1;
+  }
   return wrong;
 }
 
@@ -146,8 +153,8 @@ TEMPLATE_LIST_TEST_CASE("StageClock lanes time each instance's stages and leave 
   slow_fill(side, b, 2.0, steps);
   slow_fill(side, b, 2.0, steps);
   clock.mark(1, 1);  // two fills on the side
-  slow_fill(side, b, 3.0, steps);
-  clock.mark(Clock::not_timed, 1);  // one fill that no stage holds
+  for (int k = 0; k < 5; ++k) slow_fill(side, b, 3.0, steps);
+  clock.mark(Clock::not_timed, 1);  // five fills that no stage holds
   clock.mark(2, 1);                 // nothing
   lanes.main_waits_for_side();
   clock.mark(Clock::not_timed, 0);  // main's wait for the side
@@ -158,10 +165,9 @@ TEMPLATE_LIST_TEST_CASE("StageClock lanes time each instance's stages and leave 
                  << " s, one fenced fill " << one_fill << " s");
   CHECK(seconds[0] >= 0.25 * one_fill);
   CHECK(seconds[1] >= 0.5 * one_fill);  // (two fills)
-  CHECK(seconds[1] > seconds[0]);
-  CHECK(seconds[2] < 0.25 * one_fill);  // (the untimed fill is not in it)
+  CHECK(seconds[2] < 0.25 * one_fill);  // (the untimed fills are not in it)
   CHECK(seconds[3] >= 0.25 * one_fill);
-  CHECK(seconds[3] < 2.5 * one_fill);  // (the wait for the side is not in it)
+  CHECK(seconds[3] < 3 * one_fill);  // (the wait for the side's five untimed fills is not in it)
 
   // Misuse is refused: a lane other than 0 and 1, a mark on a lane never started.
   clock.start(main);

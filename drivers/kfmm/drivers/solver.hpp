@@ -425,6 +425,19 @@ class Solver {
 
   /// The instance of the work that may overlap the caller's (the caller's own instance except on CUDA).
   ExecutionSpace side() { return side_instance_.side(space_); }
+  /// side(), its work submitted from now on ordered after the main work submitted so far.
+  ExecutionSpace side_after_main(Clock& clock) {
+    side_instance_.side_waits_for_main();
+    clock.skip(1);
+    return side();
+  }
+  /// Expansion options for the solver's own tree and lists, consistent by construction: no per-call device
+  /// validation (each would cost a reduction and a host round trip, two per level for M2M and L2L).
+  static ExpansionOptions trusted_options() {
+    ExpansionOptions trusted;
+    trusted.validate = false;
+    return trusted;
+  }
 
   /// The evaluation's instances for its duration: its main work (on work_) waits for the caller's earlier
   /// work, and the caller's later work waits for all of the evaluation's, also when it throws.
@@ -563,15 +576,10 @@ class Solver {
     }
     const Expansions multipoles =
         Kokkos::subview(multipole_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
-    const ExecutionSpace side = this->side();
-    side_instance_.side_waits_for_main();
-    clock.skip(1);
+    const ExecutionSpace side = side_after_main(clock);
     const int p = order_;
     const auto& t = tree_;
-    // The tree is consistent by construction: no per-call device validation (each would cost a reduction
-    // and a host round trip, two per level for M2M).
-    ExpansionOptions trusted;
-    trusted.validate = false;
+    const ExpansionOptions trusted = trusted_options();
     p2m(side, p, t.positions, masses_sorted, t.ranges, t.leaves, t.centres, multipoles, trusted);
     clock.side_stop(Stage::p2m);
     // M2M: parents on levels top .. num_levels - 2 (the deepest level holds leaves only). Nodes are
@@ -606,18 +614,13 @@ class Solver {
     detail::zero_fill(work_, locals.data(), locals.span());
     clock.stop(Stage::gather);
     // The side's P2P reads the lists and adds to the cleared outputs; M2L reads the side's multipoles.
-    const ExecutionSpace side = this->side();
-    side_instance_.side_waits_for_main();
-    clock.skip(1);
+    const ExecutionSpace side = side_after_main(clock);
     side_instance_.main_waits_for_side();
     clock.skip(0);
 
     const int p = order_;
     const auto& t = tree_;
-    // The tree and its lists are consistent by construction: no per-call device validation (each would
-    // cost a reduction and a host round trip, two per level for L2L).
-    ExpansionOptions trusted;
-    trusted.validate = false;
+    const ExpansionOptions trusted = trusted_options();
     const int top = lists_.top_far_level >= 0 ? lists_.top_far_level : t.num_levels;
     // Far field: M2L over the far list, then L2L from the root side down (one launch).
     M2LOptions m2l_options;

@@ -591,8 +591,8 @@ class Solver {
     clock.side_stop(Stage::m2m);
   }
 
-  /// M2L, L2L and L2P (the caller's instance) and P2P (the side instance, beside M2L and L2L) on the
-  /// current tree and lists after upward_pass, then the gather into the caller's order.
+  /// M2L, L2L and L2P (the main instance) and P2P (the side instance, beside M2L and L2L) on the current
+  /// tree and lists after upward_pass, then the gather into the caller's order.
   void far_and_near(const Kokkos::View<const Real*, memory_space>& masses_sorted,
                     const accelerations_type& accelerations, const potentials_type& potentials,
                     Clock& clock) {

@@ -31,6 +31,7 @@
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
+#include "kfmm/core/host_copy.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/core/tile_scan.hpp"
@@ -200,9 +201,7 @@ CsrChunkTotals csr_chunk_totals(const ExecutionSpace& space, const CsrChunks<Mem
   CsrChunkTotals t;
   if (c.totals.extent(0) < 3) return t;
   int totals[3];
-  Kokkos::deep_copy(space, Kokkos::View<int*, Kokkos::HostSpace>(totals, 3),
-                    Kokkos::subview(c.totals, Kokkos::make_pair(0, 3)));
-  space.fence();
+  copy_to_host(space, totals, c.totals, 3);
   t.chunks = totals[0];
   t.partial = totals[1];
   t.split_rows = totals[2];

@@ -13,6 +13,7 @@
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
+#include "kfmm/core/host_copy.hpp"
 #include "kfmm/core/view_capacity.hpp"
 
 namespace kfmm {
@@ -198,9 +199,7 @@ BoxReduction reduce_box(const ExecutionSpace& space, const PositionsView& positi
   BoxReduction result;
   const auto on_device = reduce_box_on_device(space, positions, masses, workspace);
   if (on_device.extent(0) == 0) return result;
-  Kokkos::deep_copy(space, Kokkos::View<BoxReduction, Kokkos::HostSpace>(&result),
-                    Kokkos::subview(on_device, 0));
-  space.fence();
+  detail::copy_to_host(space, &result, on_device, 1);
   return result;
 }
 

@@ -63,6 +63,7 @@
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
+#include "kfmm/core/host_copy.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/tile_scan.hpp"
 #include "kfmm/core/view_capacity.hpp"
@@ -661,9 +662,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     }
     // The one host round trip of the planned rounds: their sizes, the pairs, the overflow flag.
     std::vector<long long> state(overflow_at + 1);
-    Kokkos::deep_copy(space, Kokkos::View<long long*, Kokkos::HostSpace>(state.data(), state.size()),
-                      Kokkos::subview(ws.state, Kokkos::make_pair(0, overflow_at + 1)));
-    space.fence();  // (this instance's work only: work on others may go on)
+    detail::copy_to_host(space, state.data(), ws.state, state.size());
     if (state[overflow_at] != 0) {
       // A capacity of the plan was too small: start again with counted rounds.
       lists.statistics.replanned = true;
@@ -687,9 +686,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       for (;;) {
         run_round(cur, pairs, next, static_cast<int>(begin), m, -1, -1, counted_at, -1, false);
         long long totals[2];
-        Kokkos::deep_copy(space, Kokkos::View<long long*, Kokkos::HostSpace>(totals, 2),
-                          Kokkos::subview(ws.state, Kokkos::make_pair(counted_at, counted_at + 2)));
-        space.fence();
+        detail::copy_to_host(space, totals,
+                             Kokkos::subview(ws.state, Kokkos::make_pair(counted_at, counted_at + 2)), 2);
         const long long finals = totals[0] - pairs, children = totals[1];
         const bool fits = pairs + finals <= static_cast<long long>(ws.pair_keys.extent(0)) &&
                           next + children <= static_cast<long long>(ws.queue[1 - cur].extent(0));
@@ -754,9 +752,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       detail::WalkCompactRows<memory_space>{ws.bounds, ws.split, ws.far_rows, ws.far_offsets, ws.near_rows,
                                             ws.near_offsets, num_nodes, n_pairs});
   int split[4];  // first near pair, far rows, near rows, first far target: the lists' one copy to the host
-  Kokkos::deep_copy(space, Kokkos::View<int*, Kokkos::HostSpace>(split, 4),
-                    Kokkos::subview(ws.split, Kokkos::make_pair(0, 4)));
-  space.fence();
+  detail::copy_to_host(space, split, ws.split, 4);
   const int first_near = split[0], far_rows = split[1], near_rows = split[2], first_far = split[3];
   if (far_rows > 0) {
     require(first_far >= 0 && first_far < num_nodes, "dual_tree_walk: first far target ", first_far,

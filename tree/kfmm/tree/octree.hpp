@@ -48,6 +48,7 @@
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
+#include "kfmm/core/host_copy.hpp"
 #include "kfmm/core/particle_types.hpp"
 #include "kfmm/core/scan.hpp"
 #include "kfmm/core/view_capacity.hpp"
@@ -507,10 +508,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
       // The build's one copy to the host: level sizes, then the box when it was reduced here.
       const int copied = detail::topology_slots + 1 + (device_box.extent(0) > 0 ? detail::box_words : 0);
       std::vector<unsigned long long> firsts(copied);
-      Kokkos::deep_copy(space,
-                        Kokkos::View<unsigned long long*, Kokkos::HostSpace>(firsts.data(), firsts.size()),
-                        Kokkos::subview(workspace.level_first, Kokkos::make_pair(0, copied)));
-      space.fence();  // (this instance's work only: work on others may go on)
+      detail::copy_to_host(space, firsts.data(), workspace.level_first, firsts.size());
       if (device_box.extent(0) > 0) {
         const detail::BoxReduction b = detail::box_from_words(firsts.data() + detail::topology_slots + 1);
         require(b.non_finite == 0, "build_octree: ", b.non_finite,

@@ -9,9 +9,11 @@
 #include <array>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "backends.hpp"
 #include "kfmm/core/execution_space.hpp"
+#include "kfmm/core/host_copy.hpp"
 #include "kfmm/core/side_instance.hpp"
 #include "kfmm/core/stage_clock.hpp"
 
@@ -122,6 +124,31 @@ TEMPLATE_LIST_TEST_CASE("SideInstance orders the caller's, the main and the side
   add_one(main2, a, b);
   main2.fence();
   CHECK(count_wrong<Space>(b, 3.5, steps) == 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("copy_to_host returns what its instance's earlier work wrote",
+                        "[core][side_instance][copy_to_host]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  const Space caller;
+  kfmm::detail::SideInstance<Space> lanes;
+  const Space side = lanes.side(caller);
+  const int n = kfmm::detail::is_host_execution_space<Space> ? 4096 : (1 << 22);
+  const int steps = 2000;
+  Values<Space> y("y", n);
+  caller.fence();
+  for (int round = 0; round < 3; ++round) {
+    const double seed = 2.0 + round;
+    // The slow writer's last entries finish last: a copy that did not wait for it reads zeros or the
+    // previous round's values there.
+    slow_fill(side, y, seed, steps);
+    std::array<double, 5> got{-1, -1, -1, -1, -7};
+    kfmm::detail::copy_to_host(side, got.data(), Kokkos::subview(y, std::make_pair(n - 4, n)), 4);
+    INFO("round " << round);
+    for (int k = 0; k < 4; ++k) CHECK(std::abs(got[k] - slow_value(seed, n - 4 + k, steps)) <= 1e-10);
+    CHECK(got[4] == -7);  // (count values only)
+    kfmm::detail::copy_to_host(side, got.data() + 4, y, 0);  // (nothing to copy: nothing written)
+    CHECK(got[4] == -7);
+  }
 }
 
 TEMPLATE_LIST_TEST_CASE("StageClock lanes time each instance's stages and leave out untimed intervals",

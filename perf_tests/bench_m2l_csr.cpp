@@ -2,7 +2,8 @@
 //
 // The seed's microbenchmark (jaccpot bench/m2l_csr_microbench.py), extended: 12,500 nodes uniform in
 // [-1, 1]^3, random multipoles, random directed pairs with |delta| >= 0.3 grouped by target (CSR),
-// 1M and 6M pairs (--tiny: 4096), orders 2, 4, 6, 8, 9, 10, float and double, both lanes in the same run.
+// 1M and 6M pairs (--tiny: 4096), orders 2, 4, 6, 8, 9, 10, float and double, both lanes in the same run;
+// on host backends also the fused lane in double at orders 12, 14 and 16 (1M pairs).
 // Each iteration is one kfmm::m2l call (locals accumulate; the time does not depend on their values).
 //
 // m2l_solver_lists: the fused lane on the far lists the solver makes (kfmm's octree and dual-tree walk on
@@ -136,6 +137,18 @@ const bool registered = [] {
                               name.c_str(), [lane](benchmark::State& s) { bm_m2l<double>(s, lane); });
           b->ArgNames({"pairs", "p"})->Args({pairs, p})->UseManualTime()->Unit(benchmark::kMillisecond);
         }
+  // Host backends, double: the fused lane at the high orders of the CPU's low tolerances (compile-time up
+  // to max_host_double_static_order there; the CPU 5e-8 goal point runs p 14).
+  if (!kfmm_bench::on_device()) {
+    for (int p : {12, 14, 16}) {
+      benchmark::RegisterBenchmark("m2l/fp64/fused",
+                                   [](benchmark::State& s) { bm_m2l<double>(s, kfmm::M2LLane::fused); })
+          ->ArgNames({"pairs", "p"})
+          ->Args({1000000, p})
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
 #if defined(KFMM_HAVE_KOKKOSKERNELS)
   // the baseline with its z-translation as one SerialGemm per pair (runtime-order maths)
   for (int p : {4, 8}) {

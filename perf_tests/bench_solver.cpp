@@ -8,12 +8,16 @@
 // particle, and the relative L2 error of the accelerations against the fp64 direct sum on 4096 sampled
 // targets.
 //
-//   bench_solver [--tiny] [--sweep FILE] [--memory_breakdown]
+//   bench_solver [--tiny] [--sweep FILE] [--memory_breakdown] [--baseline FILE] [--write_baseline FILE]
 //                [--benchmark_out=out.json --benchmark_out_format=json]
 //
 // --memory_breakdown prints, after the benchmarks, per case the allocations of the memory space live at
 // the peak of the solver's evaluations, by label (bytes per particle; the inputs and outputs are "bench::*"),
 // adding up to the bytes_per_particle counter.
+//
+// --write_baseline FILE writes the figures of the cases that do not depend on the machine's speed (work
+// per particle, error, launches, round trips, memory) to FILE; --baseline FILE compares the run with such
+// a file and exits with status 3 if a figure rose above its bound (perf_tests/work_baseline.hpp).
 //
 // The sweep file is flat YAML, one list per key (every combination runs; `order` and `theta` replace
 // `tolerance` when given):
@@ -42,6 +46,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -49,6 +54,7 @@
 
 #include "benchmark_common.hpp"
 #include "kfmm/kfmm.hpp"
+#include "work_baseline.hpp"
 
 namespace {
 
@@ -247,6 +253,11 @@ void on_deallocate(Kokkos_Profiling_SpaceHandle handle, const char*, const void*
   if (g_tools.breakdown && g_tools.live.erase(ptr) == 0)
     g_tools.freed_earlier += static_cast<long long>(size);
 }
+/// The gated figures of every case (work_baseline.hpp), by name; the last run of a case is kept, as Google
+/// Benchmark reports its counters. g_case_order: the names in the order the cases first ran.
+std::map<std::string, kfmm_bench::CaseFigures> g_figures;
+std::vector<std::string> g_case_order;
+
 /// The breakdown of every case, by name in the order the cases first ran. Google Benchmark may run a case
 /// more than once and reports the counters of its last run, so the last run's breakdown is kept, and all
 /// are printed after the benchmarks.
@@ -512,6 +523,14 @@ void run_case(benchmark::State& state, const Case& c) {
   if (device_memory()) state.counters["round_trips_steady"] = static_cast<double>(round_trips_steady);
   state.counters["bytes_per_particle"] = static_cast<double>(peak) / std::max(1, n);
   state.counters["threads"] = kfmm::compat::concurrency(Space());
+  if (g_figures.find(c.name()) == g_figures.end()) g_case_order.push_back(c.name());
+  kfmm_bench::CaseFigures& figures = g_figures[c.name()];
+  figures.clear();
+  for (const kfmm_bench::BaselineRule& rule : kfmm_bench::baseline_rules()) {
+    const auto it = state.counters.find(rule.figure);
+    if (it != state.counters.end()) figures[rule.figure] = it->second.value;
+  }
+  figures["threads"] = state.counters["threads"].value;
   state.SetLabel(
       c.tolerance > 0 && c.order < 0 ? (error <= c.tolerance ? "within tolerance" : "ABOVE tolerance") : "");
 }
@@ -601,13 +620,21 @@ int main(int argc, char** argv) {
   // --sweep FILE, --tiny and --memory_breakdown are ours; Kokkos and Google Benchmark take the rest. (Not
   // kfmm_bench::run_main: the cached inputs must be released before Kokkos::finalize.)
   std::vector<char*> args;
-  std::string sweep_file;
+  std::string sweep_file, baseline_file, write_baseline_file;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sweep" && i + 1 < argc) {
       sweep_file = argv[++i];
     } else if (a.rfind("--sweep=", 0) == 0) {
       sweep_file = a.substr(8);
+    } else if (a == "--baseline" && i + 1 < argc) {
+      baseline_file = argv[++i];
+    } else if (a.rfind("--baseline=", 0) == 0) {
+      baseline_file = a.substr(11);
+    } else if (a == "--write_baseline" && i + 1 < argc) {
+      write_baseline_file = argv[++i];
+    } else if (a.rfind("--write_baseline=", 0) == 0) {
+      write_baseline_file = a.substr(17);
     } else if (a == "--tiny") {
       kfmm_bench::tiny() = true;
     } else if (a == "--memory_breakdown") {
@@ -623,6 +650,9 @@ int main(int argc, char** argv) {
   int status = 0;
   {
     try {
+      // (read first: a bad baseline file is refused before the benchmarks run)
+      std::optional<kfmm_bench::Baseline> baseline;
+      if (!baseline_file.empty()) baseline = kfmm_bench::read_baseline(baseline_file);
       register_sweep(!sweep_file.empty()  ? read_sweep(sweep_file)
                      : kfmm_bench::tiny() ? tiny_sweep()
                                           : Sweep());
@@ -636,6 +666,20 @@ int main(int argc, char** argv) {
         benchmark::RunSpecifiedBenchmarks();
         benchmark::Shutdown();
         for (const auto& kept : g_breakdowns) std::printf("%s", kept.second.c_str());
+        if (!write_baseline_file.empty()) {
+          std::vector<std::pair<std::string, kfmm_bench::CaseFigures>> cases;
+          for (const auto& name : g_case_order) cases.emplace_back(name, g_figures[name]);
+          kfmm_bench::write_baseline(write_baseline_file, Space::name(), cases,
+                                     "bench_solver --sweep " +
+                                         (sweep_file.empty() ? "(default)" : sweep_file) +
+                                         " --write_baseline " + write_baseline_file + " (" +
+                                         std::to_string(kfmm::compat::concurrency(Space())) + " threads)");
+          std::printf("bench_solver: wrote the baseline %s (%zu cases)\n", write_baseline_file.c_str(),
+                      cases.size());
+        }
+        if (baseline &&
+            kfmm_bench::compare_with_baseline(baseline_file, *baseline, Space::name(), g_figures, stdout) > 0)
+          status = 3;
       }
     } catch (const kfmm::Error& e) {
       std::fprintf(stderr, "bench_solver: %s\n", e.what());

@@ -145,7 +145,7 @@ TEMPLATE_LIST_TEST_CASE("copy_to_host returns what its instance's earlier work w
     kfmm::detail::copy_to_host(side, got.data(), Kokkos::subview(y, std::make_pair(n - 4, n)), 4);
     INFO("round " << round);
     for (int k = 0; k < 4; ++k) CHECK(std::abs(got[k] - slow_value(seed, n - 4 + k, steps)) <= 1e-10);
-    CHECK(got[4] == -7);  // (count values only)
+    CHECK(got[4] == -7);                                     // (count values only)
     kfmm::detail::copy_to_host(side, got.data() + 4, y, 0);  // (nothing to copy: nothing written)
     CHECK(got[4] == -7);
   }

@@ -617,8 +617,9 @@ void register_sweep(const Sweep& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --sweep FILE, --tiny and --memory_breakdown are ours; Kokkos and Google Benchmark take the rest. (Not
-  // kfmm_bench::run_main: the cached inputs must be released before Kokkos::finalize.)
+  // --sweep, --tiny, --memory_breakdown, --baseline and --write_baseline are ours; Kokkos and Google
+  // Benchmark take the rest. (Not kfmm_bench::run_main: the cached inputs must be released before
+  // Kokkos::finalize.)
   std::vector<char*> args;
   std::string sweep_file, baseline_file, write_baseline_file;
   for (int i = 0; i < argc; ++i) {

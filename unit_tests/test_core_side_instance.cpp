@@ -41,6 +41,12 @@ double slow_value(double seed, int i, int steps) {
   return v;
 }
 
+/// Entries and steps of slow_fill: on GPUs slow enough that an unordered reader runs before its writer is
+/// done.
+template <class Space>
+constexpr int slow_entries = kfmm::detail::is_host_execution_space<Space> ? 4096 : (1 << 22);
+constexpr int slow_steps = 2000;
+
 /// to(i) <- from(i) + 1.
 template <class Space>
 void add_one(const Space& space, const Values<Space>& from, const Values<Space>& to) {
@@ -89,9 +95,7 @@ TEMPLATE_LIST_TEST_CASE("SideInstance orders the caller's, the main and the side
     CHECK(ps == least);
   }
 #endif
-  // (GPUs: slow enough that an unordered reader would run before the writer is done)
-  const int n = kfmm::detail::is_host_execution_space<Space> ? 4096 : (1 << 22);
-  const int steps = 2000;
+  const int n = slow_entries<Space>, steps = slow_steps;
   Values<Space> a("a", n), b("b", n), c("c", n), d("d", n);
   caller.fence();
   for (int round = 0; round < 3; ++round) {  // (the event is recorded again each time)
@@ -132,8 +136,7 @@ TEMPLATE_LIST_TEST_CASE("copy_to_host returns what its instance's earlier work w
   const Space caller;
   kfmm::detail::SideInstance<Space> lanes;
   const Space side = lanes.side(caller);
-  const int n = kfmm::detail::is_host_execution_space<Space> ? 4096 : (1 << 22);
-  const int steps = 2000;
+  const int n = slow_entries<Space>, steps = slow_steps;
   Values<Space> y("y", n);
   caller.fence();
   for (int round = 0; round < 3; ++round) {

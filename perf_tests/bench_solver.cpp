@@ -314,7 +314,9 @@ void install_tools() {
 struct Input {
   kfmm::HostParticles particles;
   std::vector<int> targets;
-  std::map<double, std::pair<Kokkos::View<double* [3], Kokkos::HostSpace>, int>> reference;  // by softening
+  /// By (softening, positions rounded to float first): the fp32 cases' second reference is the exact sum
+  /// over the positions the float solver is given.
+  std::map<std::pair<double, bool>, Kokkos::View<double* [3], Kokkos::HostSpace>> reference;
 };
 
 std::map<std::pair<std::string, int>, std::shared_ptr<Input>>& inputs() {
@@ -341,16 +343,29 @@ std::shared_ptr<Input> input(const std::string& distribution, int n, int ntarget
   return slot;
 }
 
-/// fp64 direct-sum accelerations of the sampled targets (cached per softening).
-const Kokkos::View<double* [3], Kokkos::HostSpace>& reference(Input& in, double softening) {
-  auto it = in.reference.find(softening);
-  if (it != in.reference.end()) return it->second.first;
+/// fp64 direct-sum accelerations of the sampled targets (cached per softening); `rounded`: over the
+/// positions and masses rounded to float first (what a float solver is given).
+const Kokkos::View<double* [3], Kokkos::HostSpace>& reference(Input& in, double softening,
+                                                              bool rounded = false) {
+  auto it = in.reference.find({softening, rounded});
+  if (it != in.reference.end()) return it->second;
   const int n = in.particles.size(), nt = static_cast<int>(in.targets.size());
   Kokkos::View<double*[3], Memory> x("bench::x", n), a("bench::a_ref", nt);
   Kokkos::View<double*, Memory> m("bench::m", n), phi("bench::phi_ref", nt);
   Kokkos::View<int*, Memory> t("bench::targets", nt);
-  kfmm::copy_to(x, in.particles.positions);
-  kfmm::copy_to(m, in.particles.masses);
+  if (rounded) {
+    Kokkos::View<double* [3], Kokkos::HostSpace> rx("bench::rounded_positions", n);
+    Kokkos::View<double*, Kokkos::HostSpace> rm("bench::rounded_masses", n);
+    for (int i = 0; i < n; ++i) {
+      for (int d = 0; d < 3; ++d) rx(i, d) = static_cast<float>(in.particles.positions(i, d));
+      rm(i) = static_cast<float>(in.particles.masses(i));
+    }
+    kfmm::copy_to(x, rx);
+    kfmm::copy_to(m, rm);
+  } else {
+    kfmm::copy_to(x, in.particles.positions);
+    kfmm::copy_to(m, in.particles.masses);
+  }
   auto th = Kokkos::create_mirror_view(t);
   for (int k = 0; k < nt; ++k) th(k) = in.targets[k];
   Kokkos::deep_copy(t, th);
@@ -360,7 +375,7 @@ const Kokkos::View<double* [3], Kokkos::HostSpace>& reference(Input& in, double 
   Kokkos::View<double* [3], Kokkos::HostSpace> host("bench::reference", nt);
   for (int k = 0; k < nt; ++k)
     for (int d = 0; d < 3; ++d) host(k, d) = mirror(k, d);
-  return in.reference.emplace(softening, std::make_pair(host, 0)).first->second.first;
+  return in.reference.emplace(std::make_pair(softening, rounded), host).first->second;
 }
 
 // ------------------------------------------------------------------ one case
@@ -463,18 +478,23 @@ void run_case(benchmark::State& state, const Case& c) {
   const long long peak = g_tools.peak_bytes - bytes_before;
   if (g_tools.breakdown) keep_breakdown(c.name(), n);
 
-  // Error against the fp64 direct sum.
+  // Error against the fp64 direct sum (of the double inputs; in float also of the inputs rounded to
+  // float, which the solver is given: the difference is what rounding the input costs).
   auto ah = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
-  long double num = 0, den = 0;
-  for (std::size_t k = 0; k < in->targets.size(); ++k) {
-    const int i = in->targets[k];
-    for (int d = 0; d < 3; ++d) {
-      const double diff = static_cast<double>(ah(i, d)) - ref(k, d);
-      num += diff * diff;
-      den += ref(k, d) * ref(k, d);
+  const auto error_against = [&](const Kokkos::View<double* [3], Kokkos::HostSpace>& r) {
+    long double num = 0, den = 0;
+    for (std::size_t k = 0; k < in->targets.size(); ++k) {
+      const int i = in->targets[k];
+      for (int d = 0; d < 3; ++d) {
+        const double diff = static_cast<double>(ah(i, d)) - r(k, d);
+        num += diff * diff;
+        den += r(k, d) * r(k, d);
+      }
     }
-  }
-  const double error = den > 0 ? static_cast<double>(std::sqrt(num / den)) : 0.0;
+    return den > 0 ? static_cast<double>(std::sqrt(num / den)) : 0.0;
+  };
+  const double error = error_against(ref);
+  const double error_rounded_input = c.fp32 ? error_against(reference(*in, c.softening, true)) : error;
 
   // Per-stage times: medians over stage_repetitions (5) evaluations with Options::timing (CUDA: events,
   // no fences between stages; host backends: a fence per stage), after two warm-up evaluations (the
@@ -510,6 +530,7 @@ void run_case(benchmark::State& state, const Case& c) {
   state.counters["stage_events"] = s.stage_clock == kfmm::StageClockMethod::device_events ? 1 : 0;
   state.counters["particles_per_second"] = median > 0 ? n / median : 0;
   state.counters["error"] = error;
+  if (c.fp32) state.counters["error_rounded_input"] = error_rounded_input;
   state.counters["order"] = s.order;
   state.counters["theta"] = s.theta;
   state.counters["leaf_size"] = s.leaf_size;

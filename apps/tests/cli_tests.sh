@@ -120,6 +120,32 @@ case "$CASE" in
     run 0 forces --input particles.csv --output result.csv --order 4 --theta 0.5 --leaf-size 16 --softening 0.001 --check 200
     expect_out "as given"; expect_out "leaf size 16"
     ;;
+  forces_fp32_rounding)
+    # fp32 runs take positions relative to their bounding box's centre (subtracted in double): a clump
+    # 1e-3 wide at coordinate 1000 keeps its digits (in raw fp32 coordinates, spaced 6e-5 there, the error
+    # against the double data was 0.56).
+    awk 'BEGIN { s = 4242; n = 2000; print "x,y,z,m";
+      for (i = 0; i < n; i++) {
+        for (k = 0; k < 3; k++) { s = (s * 1103515245 + 12345) % 2147483648; u[k] = 1000 + 1e-3 * s / 2147483648 }
+        printf "%.17g,%.17g,%.17g,%.17g\n", u[0], u[1], u[2], 1 / n } }' > particles.csv
+    run 0 forces --input particles.csv --output result.csv --precision fp32 --tolerance 1e-4 --check 500
+    expect_out "fp32: positions taken relative to \\(1000.0"
+    expect_out "against the fp64 direct sum of the inputs rounded to fp32"
+    expect_out "within the requested tolerance 0.0001$"
+    # A clump 1e-5 wide away from the centre of a unit cloud: rounding to fp32 still moves its particles
+    # by a good part of their separations. The check reports both errors and judges the tolerance against
+    # the inputs rounded to fp32, which the evaluation is given (docs/usage.md, "Accuracy").
+    awk 'BEGIN { s = 777; n = 2000; print "x,y,z,m";
+      for (i = 0; i < n; i++) {
+        for (k = 0; k < 3; k++) { s = (s * 1103515245 + 12345) % 2147483648; u[k] = s / 2147483648 }
+        if (i % 2) { for (k = 0; k < 3; k++) u[k] = 0.9 + 1e-5 * u[k] }
+        printf "%.17g,%.17g,%.17g,%.17g\n", u[0], u[1], u[2], 1 / n } }' > particles.csv
+    run 0 forces --input particles.csv --output result.csv --precision fp32 --tolerance 1e-4 --check 500
+    expect_out "within the requested tolerance 0.0001; rounding the input to fp32 costs the rest"
+    run 0 forces --input particles.csv --output result.csv --tolerance 1e-4 --check 500
+    expect_out "within the requested tolerance 0.0001$"
+    if grep -q "rounded to fp32" out.txt; then fail "fp64 run reports an fp32 rounding check"; fi
+    ;;
   forces_concentrated)
     # Two groups of coincident particles (a third of the mass each) in a uniform cloud: the walk's
     # concentration rule keeps the tolerance; the plain criterion (ratio 0) misses it (docs/tree.md).

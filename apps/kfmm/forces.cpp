@@ -39,7 +39,9 @@ Arguments declare_forces() {
   a.option("G", "G", "gravitational constant (default 1)");
   a.option("concentration-ratio", "R",
            "the walk's concentration rule for compact heavy masses, in [0, 1] (default 0.1; 0: off)");
-  a.option("precision", "fp32|fp64", "evaluation precision (default fp64)");
+  a.option(
+      "precision", "fp32|fp64",
+      "evaluation precision (default fp64; fp32 takes positions relative to their bounding box's centre)");
   a.option("check", "NSAMPLES",
            "compare with the direct sum on NSAMPLES random particles and print the error");
   a.option("seed", "S", "seed of the --check sample (default 12345)");
@@ -123,7 +125,7 @@ int run_forces(const Arguments& a) {
     check_fits_fp32(table, input, {"x", "y", "z", "m"});
     // Forces are translation invariant: an fp32 run is given the positions relative to the centre of
     // their bounding box, subtracted in double, so that rounding to fp32 costs digits of the extent only,
-    // not of an offset (a clump 1e-3 wide at 1000 kept no digits of its extent in fp32 coordinates).
+    // not of an offset (a clump 1e-3 wide at 1000 kept ~4 bits of its extent in raw fp32 coordinates).
     double lo[3], hi[3];
     for (int d = 0; d < 3; ++d) lo[d] = hi[d] = n > 0 ? particles.positions(0, d) : 0.0;
     for (int i = 1; i < n; ++i) {

@@ -39,13 +39,17 @@ struct BaselineRule {
 
 /// The gated figures. Work and accuracy are the same on every backend for a given input (the walk's lists
 /// are identical across backends: docs/tree.md; the error moves in its last digits with the summation
-/// order, hence 25 %). A steady evaluation may launch one kernel more than another: the walk's tile scan
-/// clears its flags at every 63rd scan (core/kfmm/core/tile_scan.hpp), so +1.
+/// order, hence 25 %). A steady evaluation may launch a kernel or two more than another: each look-back
+/// workspace (the walk's, the chunk tables', the translation passes') clears its flags once every 63
+/// uses (core/kfmm/core/tile_scan.hpp), and which evaluation that lands in depends on how many ran before
+/// (Google Benchmark's iteration counts follow the machine's speed), so +2. Memory: +2 %, since Kokkos' own
+/// unlabelled allocations (thread scratch) depend on what ran earlier in the process (0.6 % at 3000
+/// particles between two builds of bench_solver).
 inline const std::vector<BaselineRule>& baseline_rules() {
   static const std::vector<BaselineRule> rules{
       {"p2p_per_particle", 0.01, 0, false, false}, {"m2l_pairs_per_particle", 0.01, 0, false, false},
       {"leaf_pairs", 0.01, 0, false, false},       {"error", 0.25, 0, false, false},
-      {"launches_steady", 0, 1, true, false},      {"round_trips_steady", 0, 0, true, false},
+      {"launches_steady", 0, 2, true, false},      {"round_trips_steady", 0, 0, true, false},
       {"bytes_per_particle", 0.02, 0, true, true},
   };
   return rules;

@@ -39,9 +39,9 @@ struct BaselineRule {
 
 /// The gated figures. Work and accuracy are the same on every backend for a given input (the walk's lists
 /// are identical across backends: docs/tree.md; the error moves in its last digits with the summation
-/// order, hence 25 %). A steady evaluation may launch a kernel or two more than another: each look-back
-/// workspace (the walk's, the chunk tables', the translation passes') clears its flags once every 63
-/// uses (core/kfmm/core/tile_scan.hpp), and which evaluation that lands in depends on how many ran before
+/// order, hence 25 %). A steady evaluation may launch a kernel or two more than another: each tile-scan
+/// workspace (the walk's, the chunk tables') clears its flags once every 63 uses
+/// (core/kfmm/core/tile_scan.hpp), and which evaluation that lands in depends on how many ran before
 /// (Google Benchmark's iteration counts follow the machine's speed), so +2. Memory: +2 %, since Kokkos' own
 /// unlabelled allocations (thread scratch) depend on what ran earlier in the process (0.6 % at 3000
 /// particles between two builds of bench_solver).

@@ -12,12 +12,53 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 namespace kfmm_bench {
+
+/// The machine that runs the default execution space, for the JSON context ("device"), so that every
+/// result file names its card or CPU: on CUDA the device's name and UUID as nvidia-smi -L prints them,
+/// its SMs and memory; on host backends the CPU's model name (Linux's /proc/cpuinfo).
+inline std::string device_description() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>) {
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+      return "CUDA device (properties unavailable)";
+    const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+    char uuid[64];
+    std::snprintf(uuid, sizeof(uuid),
+                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                  u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    char text[512];
+    std::snprintf(text, sizeof(text), "%s (UUID: %s), %d SMs, %.1f GiB", prop.name, uuid,
+                  prop.multiProcessorCount,
+                  static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+    return text;
+  }
+#endif
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      const auto start = colon == std::string::npos ? colon : line.find_first_not_of(" \t", colon + 1);
+      if (start != std::string::npos) return line.substr(start);
+    }
+  }
+  return "unknown CPU";
+}
 
 /// True when the program was started with --tiny.
 inline bool& tiny() {
@@ -134,6 +175,7 @@ inline int run_main(int argc, char** argv) {
       status = 1;
     } else {
       benchmark::AddCustomContext("kokkos_execution_space", Kokkos::DefaultExecutionSpace::name());
+      benchmark::AddCustomContext("device", device_description());
       benchmark::RunSpecifiedBenchmarks();
       benchmark::Shutdown();
     }

@@ -8,7 +8,8 @@ its error, the goal that applies to it (docs/benchmarks.md, "Against the goals":
 2e5 / 1e6 / 1e7 particles in 1.5 / 5 / 50 ms at an error <= 1e-4, fp64 at 1e6 in 12 ms at <= 1e-7, and at
 most 400 bytes per particle at order 4 in fp32; on the CPU fp64 at 1e6, 3e-5 in 3 s on one thread and 1.6 s
 on two, 5e-8 in 6 s on one) and whether it is met, with bytes per particle, kernel launches and host round
-trips of a steady evaluation. Needs only Python's standard library.
+trips of a steady evaluation; above it, the machine each file's context names (bench_solver's "device": the
+GPU's name and UUID, or the CPU's model). Needs only Python's standard library.
 """
 import json
 import re
@@ -59,8 +60,12 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     rows = []
+    machines = []  # (file, the machine its context names), in order
     for path in sys.argv[1:]:
         for name, context, runs in cases(path):
+            machine = context.get("device", "not recorded (a bench_solver before the context's 'device')")
+            if (path.split("/")[-1], machine) not in machines:
+                machines.append((path.split("/")[-1], machine))
             space = context.get("kokkos_execution_space", "?")
             ms = statistics.median(r["ms"] for r in runs)
             error = statistics.median(r["error"] for r in runs)
@@ -87,6 +92,10 @@ def main():
                          f"{error:.2g}", f"p {order}, theta {first.get('theta', 0):.3g}, leaf {int(first.get('leaf_size', 0))}",
                          text, verdict, f"{bpp:.0f}", f"{first.get('launches_steady', 0):.0f}",
                          "" if trips is None else f"{trips:.0f}", path.split("/")[-1]))
+    for machine in sorted({m for _, m in machines}):
+        files = ", ".join(f for f, m in machines if m == machine)
+        print(f"Machine: {machine} ({files})  ")
+    print()
     print("| case | backend | ms | error | parameters | goal | verdict | B / particle | launches | round trips | file |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:

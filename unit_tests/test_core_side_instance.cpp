@@ -147,7 +147,12 @@ TEMPLATE_LIST_TEST_CASE("copy_to_host returns what its instance's earlier work w
     std::array<double, 5> got{-1, -1, -1, -1, -7};
     kfmm::detail::copy_to_host(side, got.data(), Kokkos::subview(y, std::make_pair(n - 4, n)), 4);
     INFO("round " << round);
-    for (int k = 0; k < 4; ++k) CHECK(std::abs(got[k] - slow_value(seed, n - 4 + k, steps)) <= 1e-10);
+    // (Relative, as in count_wrong: the GPU fuses the recurrence's multiply-adds, 1e-13 of values ~3400
+    // there; a copy that did not wait reads 0 or the last round's values, 0.82 lower.)
+    for (int k = 0; k < 4; ++k) {
+      const double want = slow_value(seed, n - 4 + k, steps);
+      CHECK(std::abs(got[k] - want) <= 1e-10 * want);
+    }
     CHECK(got[4] == -7);                                     // (count values only)
     kfmm::detail::copy_to_host(side, got.data() + 4, y, 0);  // (nothing to copy: nothing written)
     CHECK(got[4] == -7);

@@ -24,12 +24,20 @@ std::string concat(Parts&&... parts) {
   (out << ... << std::forward<Parts>(parts));
   return out.str();
 }
+
+/// Throws kfmm::Error with the concatenated message parts. [[noreturn]]: where a compiler does not inline
+/// the throw, it still knows that a failed require does not continue (g++ had warned -Warray-bounds at an
+/// index that a require before it had rejected).
+template <class... Parts>
+[[noreturn]] void throw_error(Parts&&... message_parts) {
+  throw Error(concat(std::forward<Parts>(message_parts)...));
+}
 }  // namespace detail
 
 /// Throws kfmm::Error with the concatenated message parts unless `condition` holds.
 template <class... Parts>
 void require(bool condition, Parts&&... message_parts) {
-  if (!condition) throw Error(detail::concat(std::forward<Parts>(message_parts)...));
+  if (!condition) detail::throw_error(std::forward<Parts>(message_parts)...);
 }
 
 }  // namespace kfmm

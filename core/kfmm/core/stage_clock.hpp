@@ -137,10 +137,8 @@ class StageClock<Kokkos::Cuda> {
   }
   void mark(int stage, int lane = 0) {
     require(recorded_ > 0, "StageClock: mark(", stage, ") before start()");
-    // (The range check throws here, not through require: g++ did not inline require's throw and warned
-    // -Warray-bounds at last_[lane] for the invalid lane the unit test passes.)
-    if (lane < 0 || lane >= lanes || last_[lane] < 0)
-      throw Error(detail::concat("StageClock: lane ", lane, " was not started (start_lane)"));
+    require(lane >= 0 && lane < lanes && last_[lane] >= 0, "StageClock: lane ", lane,
+            " was not started (start_lane)");
     const int from = last_[lane];
     last_[lane] = record(streams_[lane]);
     if (stage != not_timed) entries_.push_back({stage, from, last_[lane]});

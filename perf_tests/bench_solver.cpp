@@ -682,8 +682,7 @@ int main(int argc, char** argv) {
       if (benchmark::ReportUnrecognizedArguments(n, args.data())) {
         status = 1;
       } else {
-        benchmark::AddCustomContext("kokkos_execution_space", Space::name());
-        benchmark::AddCustomContext("device", kfmm_bench::device_description());
+        kfmm_bench::add_machine_context();
         benchmark::AddCustomContext("kfmm_version", kfmm::version_string());
         benchmark::AddCustomContext("kokkos_version", kfmm::compat::kokkos_version_string());
         benchmark::RunSpecifiedBenchmarks();

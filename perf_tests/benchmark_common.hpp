@@ -60,6 +60,12 @@ inline std::string device_description() {
   return "unknown CPU";
 }
 
+/// The JSON context every benchmark program writes: the execution space and the machine (above).
+inline void add_machine_context() {
+  benchmark::AddCustomContext("kokkos_execution_space", Kokkos::DefaultExecutionSpace::name());
+  benchmark::AddCustomContext("device", device_description());
+}
+
 /// True when the program was started with --tiny.
 inline bool& tiny() {
   static bool value = false;
@@ -174,8 +180,7 @@ inline int run_main(int argc, char** argv) {
     if (benchmark::ReportUnrecognizedArguments(n, args.data())) {
       status = 1;
     } else {
-      benchmark::AddCustomContext("kokkos_execution_space", Kokkos::DefaultExecutionSpace::name());
-      benchmark::AddCustomContext("device", device_description());
+      add_machine_context();
       benchmark::RunSpecifiedBenchmarks();
       benchmark::Shutdown();
     }

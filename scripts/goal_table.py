@@ -60,12 +60,11 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     rows = []
-    machines = []  # (file, the machine its context names), in order
+    machines = {}  # file -> the machine its context names
     for path in sys.argv[1:]:
+        file = path.split("/")[-1]
         for name, context, runs in cases(path):
-            machine = context.get("device", "not recorded (a bench_solver before the context's 'device')")
-            if (path.split("/")[-1], machine) not in machines:
-                machines.append((path.split("/")[-1], machine))
+            machines[file] = context.get("device", "not recorded (a bench_solver before the context's 'device')")
             space = context.get("kokkos_execution_space", "?")
             ms = statistics.median(r["ms"] for r in runs)
             error = statistics.median(r["error"] for r in runs)
@@ -91,9 +90,9 @@ def main():
             rows.append((name.replace("solver/", ""), device, f"{ms:.4g}" + (f" ({len(runs)} runs)" if len(runs) > 1 else ""),
                          f"{error:.2g}", f"p {order}, theta {first.get('theta', 0):.3g}, leaf {int(first.get('leaf_size', 0))}",
                          text, verdict, f"{bpp:.0f}", f"{first.get('launches_steady', 0):.0f}",
-                         "" if trips is None else f"{trips:.0f}", path.split("/")[-1]))
-    for machine in sorted({m for _, m in machines}):
-        files = ", ".join(f for f, m in machines if m == machine)
+                         "" if trips is None else f"{trips:.0f}", file))
+    for machine in sorted(set(machines.values())):
+        files = ", ".join(f for f, m in machines.items() if m == machine)
         print(f"Machine: {machine} ({files})  ")
     print()
     print("| case | backend | ms | error | parameters | goal | verdict | B / particle | launches | round trips | file |")

@@ -7,9 +7,9 @@ TRACE.txt is the text output of
   ncu --kernel-name-base demangled --launch-skip N --launch-count 140 \
       --metrics gpu__time_duration.sum bench_solver --sweep ONE_CASE.yaml --benchmark_min_time=0.01
 with N past the first evaluations (the steady state). An evaluation starts at the bounding-box kernel
-(BoxTeams); the kernels from the first such launch to the next are summed by kind. ncu serialises the
-kernels and runs them at its own clocks, so the sum is an upper bound of the busy time of one evaluation
-(docs/benchmarks.md, "Twenty-fifth session").
+(BoxTeams); the kernels from the first such launch to the last kernel of a known kind before the next
+are summed by kind (a trace without a second start may end inside the evaluation: said so). ncu
+serialises the kernels and runs them at its own clocks (docs/benchmarks.md, "Twenty-fifth session").
 """
 import re
 import sys
@@ -44,6 +44,15 @@ def main(path):
     if not starts:
         sys.exit('no evaluation start (BoxTeams) in ' + path)
     first, last = starts[0], starts[1] if len(starts) > 1 else len(rows)
+    if len(starts) == 1:
+        print('(one evaluation start in the trace: the sums may stop inside that evaluation)')
+    # The evaluation ends with its last kernel of a known kind; what follows before the next box kernel
+    # (View fills and architecture queries of the next benchmark run's solver) is reported, not summed.
+    end = max(i for i in range(first, last) if kind(rows[i][0]) in KINDS) + 1
+    if end < last:
+        print(f'(after the evaluation, not summed: {last - end} kernels, '
+              f'{sum(us for _, us in rows[end:last]):.1f} us)')
+    last = end
     sums = OrderedDict()
     for n, us in rows[first:last]:
         count, total = sums.get(kind(n), (0, 0.0))

@@ -31,6 +31,9 @@ def read(path):
     header = rows[0]
     start, duration = column(header, 'Start'), column(header, 'Duration')
     name = column(header, 'Name')
+    if '(ns)' not in header[start] or '(ns)' not in header[duration]:
+        sys.exit(f'{path}: times not in ns ({header[start]!r}, {header[duration]!r}); '
+                 'write the report with nsys stats\'s default time unit')
     events = []
     for r in rows[1:]:
         if len(r) <= name or not r[start]:

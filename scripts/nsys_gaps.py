@@ -17,6 +17,8 @@ import csv
 import statistics
 import sys
 
+from ncu_kernel_sums import kind
+
 
 def column(header, *words):
     for i, h in enumerate(header):
@@ -45,13 +47,11 @@ def read(path):
 
 
 def short(name):
-    for key in ('BoxTeams', 'Morton', 'DeviceRadixSort', 'DeviceScan', 'Window', 'Topology', 'ChildCounts',
-                'BottomUpMoments', 'Permutation', 'WalkPack', 'WalkRound', 'WalkRowBounds', 'WalkCompactRows',
-                'M2LFused', 'P2PTeam', 'CountP2P', 'Chunk', 'combine', 'Gather', 'Zero', 'ViewFill', 'P2M',
-                'M2M', 'L2L', 'L2P', '[CUDA memcpy', '[CUDA memset'):
+    """The kernel's kind as scripts/ncu_kernel_sums.py names it; a copy or fill by its nsys prefix."""
+    for key in ('[CUDA memcpy', '[CUDA memset'):
         if key in name:
             return key
-    return name[:40]
+    return kind(name)
 
 
 def evaluations(events):

@@ -9,11 +9,14 @@
 // targets.
 //
 //   bench_solver [--tiny] [--sweep FILE] [--memory_breakdown] [--baseline FILE] [--write_baseline FILE]
-//                [--benchmark_out=out.json --benchmark_out_format=json]
+//                [--gpu_trace FILE] [--benchmark_out=out.json --benchmark_out_format=json]
 //
 // --memory_breakdown prints, after the benchmarks, per case the allocations of the memory space live at
 // the peak of the solver's evaluations, by label (bytes per particle; the inputs and outputs are "bench::*"),
 // adding up to the bytes_per_particle counter.
+//
+// --gpu_trace FILE (CUDA builds with CUPTI) writes every kernel, copy and fill of the run to FILE, a CSV
+// that scripts/nsys_gaps.py reads: the GPU's idle time inside each evaluation (perf_tests/gpu_trace.hpp).
 //
 // --write_baseline FILE writes the figures of the cases that do not depend on the machine's speed (work
 // per particle, error, launches, round trips, memory) to FILE; --baseline FILE compares the run with such
@@ -53,6 +56,7 @@
 #include <vector>
 
 #include "benchmark_common.hpp"
+#include "gpu_trace.hpp"
 #include "kfmm/kfmm.hpp"
 #include "work_baseline.hpp"
 
@@ -642,7 +646,7 @@ int main(int argc, char** argv) {
   // Benchmark take the rest. (Not kfmm_bench::run_main: the cached inputs must be released before
   // Kokkos::finalize.)
   std::vector<char*> args;
-  std::string sweep_file, baseline_file, write_baseline_file;
+  std::string sweep_file, baseline_file, write_baseline_file, gpu_trace_file;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sweep" && i + 1 < argc) {
@@ -657,6 +661,10 @@ int main(int argc, char** argv) {
       write_baseline_file = argv[++i];
     } else if (a.rfind("--write_baseline=", 0) == 0) {
       write_baseline_file = a.substr(17);
+    } else if (a == "--gpu_trace" && i + 1 < argc) {
+      gpu_trace_file = argv[++i];
+    } else if (a.rfind("--gpu_trace=", 0) == 0) {
+      gpu_trace_file = a.substr(12);
     } else if (a == "--tiny") {
       kfmm_bench::tiny() = true;
     } else if (a == "--memory_breakdown") {
@@ -682,11 +690,24 @@ int main(int argc, char** argv) {
       if (benchmark::ReportUnrecognizedArguments(n, args.data())) {
         status = 1;
       } else {
+#if defined(KFMM_BENCH_CUPTI)
+        std::optional<kfmm_bench::GpuTrace> trace;
+        if (!gpu_trace_file.empty()) trace.emplace(gpu_trace_file);
+#else
+        if (!gpu_trace_file.empty())
+          throw kfmm::Error(kfmm::detail::concat("--gpu_trace ", gpu_trace_file,
+                                                 ": this build has no GPU trace (it needs a CUDA build with "
+                                                 "CUPTI; this one runs on ",
+                                                 Space::name(), ")"));
+#endif
         kfmm_bench::add_machine_context();
         benchmark::AddCustomContext("kfmm_version", kfmm::version_string());
         benchmark::AddCustomContext("kokkos_version", kfmm::compat::kokkos_version_string());
         benchmark::RunSpecifiedBenchmarks();
         benchmark::Shutdown();
+#if defined(KFMM_BENCH_CUPTI)
+        if (trace) trace->write();
+#endif
         for (const auto& kept : g_breakdowns) std::printf("%s", kept.second.c_str());
         if (!write_baseline_file.empty()) {
           std::vector<std::pair<std::string, kfmm_bench::CaseFigures>> cases;
@@ -704,6 +725,9 @@ int main(int argc, char** argv) {
           status = 3;
       }
     } catch (const kfmm::Error& e) {
+      std::fprintf(stderr, "bench_solver: %s\n", e.what());
+      status = 2;
+    } catch (const std::runtime_error& e) {  // (the GPU trace's CUPTI and file errors)
       std::fprintf(stderr, "bench_solver: %s\n", e.what());
       status = 2;
     }

@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Where the GPU waits inside a solver evaluation, from an Nsight Systems GPU trace.
+"""Where the GPU waits inside a solver evaluation, from a GPU trace (Nsight Systems or bench_solver).
 
 Usage: nsys_gaps.py TRACE_cuda_gpu_trace.csv [SKIP]
 
 The CSV is what
   nsys profile --trace=cuda --sample=none --cpuctxsw=none -o TRACE bench_solver --sweep ONE_CASE.yaml ...
   nsys stats --report cuda_gpu_trace --format csv --output TRACE TRACE.nsys-rep
-writes (one row per kernel or copy: start, duration, stream, name). An evaluation starts at the
+writes (one row per kernel or copy: start, duration, stream, name), or what
+  bench_solver --sweep ONE_CASE.yaml ... --gpu_trace TRACE.csv
+writes on a CUDA build where Nsight Systems is not installed (CUPTI's activity records in the same
+columns: perf_tests/gpu_trace.hpp). An evaluation starts at the
 bounding-box kernel (BoxTeams) and ends with the last activity before the next one; the first SKIP
 evaluations (default 5: the first allocates, later ones are steady) are left out. Per evaluation: the
 span, the time some kernel or copy ran (the union of their intervals over all streams), and the idle rest,
-which is what launch latency and host round trips cost; the idle gaps of 5 us or more are listed with the
-activity on either side, as the median over evaluations of the gap at that position.
+which is what launch latency and host round trips cost, then that idle time by the activities on either
+side of each gap (kernels by kind, copies by direction), and the time of each kind of kernel or copy.
 """
 import csv
 import statistics
@@ -47,10 +50,11 @@ def read(path):
 
 
 def short(name):
-    """The kernel's kind as scripts/ncu_kernel_sums.py names it; a copy or fill by its nsys prefix."""
-    for key in ('[CUDA memcpy', '[CUDA memset'):
+    """The kernel's kind as scripts/ncu_kernel_sums.py names it; a copy by its direction, a fill as such."""
+    for key, label in (('Device-to-Host', 'copy DtoH'), ('Host-to-Device', 'copy HtoD'),
+                       ('Device-to-Device', 'copy DtoD'), ('[CUDA memcpy', 'copy'), ('[CUDA memset', 'memset')):
         if key in name:
-            return key
+            return label
     return kind(name)
 
 
@@ -79,7 +83,8 @@ def analyse(evaluation):
 
 
 def main(path, skip):
-    results = [analyse(e) for e in evaluations(read(path))][skip:]
+    evaluation_list = list(evaluations(read(path)))
+    results = [analyse(e) for e in evaluation_list][skip:]
     if not results:
         sys.exit(f'fewer than {skip + 2} evaluations (BoxTeams kernels) in {path}')
     spans = [r[0] for r in results]
@@ -87,16 +92,37 @@ def main(path, skip):
     idles = [s - b for s, b, _ in results]
     print(f'{len(results)} evaluations: span {statistics.median(spans):.1f} us, busy '
           f'{statistics.median(busys):.1f} us, idle {statistics.median(idles):.1f} us (medians)')
-    # Gaps of 5 us or more, by position in the evaluation (the layout of an evaluation repeats).
-    layout = [[g for g in r[2] if g[0] >= 5.0] for r in results]
-    common = statistics.mode(len(g) for g in layout)
-    same = [g for g in layout if len(g) == common]
-    print(f'gaps >= 5 us: {common} in {len(same)} of {len(layout)} evaluations; median us, between:')
-    for k in range(common):
-        us = statistics.median(g[k][0] for g in same)
-        print(f'  {us:7.1f}  {same[0][k][1]} -> {same[0][k][2]}')
-    small = statistics.median(sum(g[0] for g in r[2] if g[0] < 5.0) for r in results)
-    print(f'  {small:7.1f}  in gaps under 5 us (launch to launch)')
+    # Idle time by the activities on either side (the layout of an evaluation repeats, but a gap near a
+    # threshold would move a by-position table): per evaluation the gaps summed per (before -> after)
+    # pair, then the median of each sum over the evaluations (absent counts as 0).
+    sums = []
+    for r in results:
+        d = {}
+        for us, before, after in r[2]:
+            d[(before, after)] = d.get((before, after), 0.0) + us
+        sums.append(d)
+    pairs = {k for d in sums for k in d}
+    rows = sorted(((statistics.median(d.get(k, 0.0) for d in sums), k) for k in pairs), reverse=True)
+    shown = [(us, k) for us, k in rows if us >= 3.0]
+    print('idle time by neighbours (median us per evaluation, where >= 3 us):')
+    for us, (before, after) in shown:
+        print(f'  {us:7.1f}  {before} -> {after}')
+    rest = statistics.median(sum(v for k, v in d.items() if k not in {k for _, k in shown}) for d in sums)
+    print(f'  {rest:7.1f}  between other neighbours (launch to launch)')
+    # Time by kind at the GPU's own clocks (kernels on two streams overlap: the sum exceeds the busy time).
+    kept = evaluation_list[skip:]
+    per = [dict() for _ in kept]
+    for d, e in zip(per, kept):
+        for t0, t1, name in e:
+            n, us = d.get(short(name), (0, 0.0))
+            d[short(name)] = (n + 1, us + t1 - t0)
+    kinds = sorted({k for d in per for k in d}, key=lambda k: -statistics.median(d.get(k, (0, 0.0))[1] for d in per))
+    print('by kind (median per evaluation; absent counts as 0): launches, us')
+    for k in kinds:
+        n = statistics.median(d.get(k, (0, 0.0))[0] for d in per)
+        us = statistics.median(d.get(k, (0, 0.0))[1] for d in per)
+        if us > 0:
+            print(f'  {k[:40]:40s} {n:4.0f} {us:9.1f}')
 
 
 if __name__ == '__main__':

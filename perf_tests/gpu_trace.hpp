@@ -4,7 +4,8 @@
 // (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: the kernels keep overlapping, as without the trace); at its end
 // the records are written as CSV in the columns of Nsight Systems' `cuda_gpu_trace` report that
 // scripts/nsys_gaps.py reads: Start (ns), Duration (ns), Strm, Name (kernels demangled, copies and fills
-// named as nsys names them). CUDA builds with CUPTI only (KFMM_BENCH_CUPTI, set by perf_tests/CMakeLists.txt).
+// named as nsys names them). CUDA builds with CUPTI only (KFMM_BENCH_CUPTI, set by
+// perf_tests/CMakeLists.txt).
 #pragma once
 
 #if defined(KFMM_BENCH_CUPTI)
@@ -27,7 +28,8 @@ class GpuTrace {
  public:
   /// Starts recording; the CSV goes to `path` when the object is destroyed (or at write()).
   explicit GpuTrace(std::string path) : path_(std::move(path)) {
-    check(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed), "cuptiActivityRegisterCallbacks");
+    check(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed),
+          "cuptiActivityRegisterCallbacks");
     for (CUpti_ActivityKind k : kinds_) check(cuptiActivityEnable(k), "cuptiActivityEnable");
   }
   GpuTrace(const GpuTrace&) = delete;
@@ -108,10 +110,14 @@ class GpuTrace {
   }
   static const char* copy_name(std::uint8_t kind) {
     switch (kind) {
-      case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "[CUDA memcpy Host-to-Device]";
-      case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "[CUDA memcpy Device-to-Host]";
-      case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "[CUDA memcpy Device-to-Device]";
-      default: return "[CUDA memcpy other]";
+      case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+        return "[CUDA memcpy Host-to-Device]";
+      case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+        return "[CUDA memcpy Device-to-Host]";
+      case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+        return "[CUDA memcpy Device-to-Device]";
+      default:
+        return "[CUDA memcpy other]";
     }
   }
 
@@ -126,7 +132,8 @@ class GpuTrace {
     std::vector<Row> rows;
     CUpti_Activity* record = nullptr;
     while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
-      if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+          record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         rows.push_back({k->start, k->end, k->streamId, demangled(k->name)});
       } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
@@ -142,7 +149,8 @@ class GpuTrace {
     std::free(buffer);
     const std::lock_guard<std::mutex> lock(mutex());
     dropped() += lost;
-    records().insert(records().end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+    records().insert(records().end(), std::make_move_iterator(rows.begin()),
+                     std::make_move_iterator(rows.end()));
   }
 
   std::string path_;

@@ -52,7 +52,8 @@ def read(path):
 def short(name):
     """The kernel's kind as scripts/ncu_kernel_sums.py names it; a copy by its direction, a fill as such."""
     for key, label in (('Device-to-Host', 'copy DtoH'), ('Host-to-Device', 'copy HtoD'),
-                       ('Device-to-Device', 'copy DtoD'), ('[CUDA memcpy', 'copy'), ('[CUDA memset', 'memset')):
+                       ('Device-to-Device', 'copy DtoD'), ('[CUDA memcpy', 'copy'),
+                       ('[CUDA memset', 'memset')):
         if key in name:
             return label
     return kind(name)
@@ -107,7 +108,8 @@ def main(path, skip):
     print('idle time by neighbours (median us per evaluation, where >= 3 us):')
     for us, (before, after) in shown:
         print(f'  {us:7.1f}  {before} -> {after}')
-    rest = statistics.median(sum(v for k, v in d.items() if k not in {k for _, k in shown}) for d in sums)
+    shown_pairs = {k for _, k in shown}
+    rest = statistics.median(sum(v for k, v in d.items() if k not in shown_pairs) for d in sums)
     print(f'  {rest:7.1f}  between other neighbours (launch to launch)')
     # Time by kind at the GPU's own clocks (kernels on two streams overlap: the sum exceeds the busy time).
     kept = evaluation_list[skip:]
@@ -116,8 +118,9 @@ def main(path, skip):
         for t0, t1, name in e:
             n, us = d.get(short(name), (0, 0.0))
             d[short(name)] = (n + 1, us + t1 - t0)
-    kinds = sorted({k for d in per for k in d}, key=lambda k: -statistics.median(d.get(k, (0, 0.0))[1] for d in per))
-    print('by kind (median per evaluation; absent counts as 0): launches, us')
+    kinds = sorted({k for d in per for k in d},
+                   key=lambda k: -statistics.median(d.get(k, (0, 0.0))[1] for d in per))
+    print('by kind (median per evaluation; absent counts as 0): count, us')
     for k in kinds:
         n = statistics.median(d.get(k, (0, 0.0))[0] for d in per)
         us = statistics.median(d.get(k, (0, 0.0))[1] for d in per)

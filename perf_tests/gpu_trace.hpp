@@ -50,9 +50,11 @@ class GpuTrace {
     for (CUpti_ActivityKind k : kinds_) cuptiActivityDisable(k);
     check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
     std::vector<Row> rows;
+    std::size_t lost = 0;
     {
       const std::lock_guard<std::mutex> lock(mutex());
       rows.swap(records());
+      lost = dropped();
     }
     std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.start < b.start; });
     std::FILE* f = std::fopen(path_.c_str(), "w");
@@ -69,8 +71,8 @@ class GpuTrace {
     if (!ok) throw std::runtime_error("writing '" + path_ + "' failed");
     std::printf("bench_solver: --gpu_trace wrote %zu kernels, copies and fills to %s\n", rows.size(),
                 path_.c_str());
-    if (dropped() > 0)
-      throw std::runtime_error("CUPTI dropped " + std::to_string(dropped()) + " records: '" + path_ +
+    if (lost > 0)
+      throw std::runtime_error("CUPTI dropped " + std::to_string(lost) + " records: '" + path_ +
                                "' has holes (trace fewer cases at a time)");
   }
 

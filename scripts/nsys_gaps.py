@@ -84,8 +84,8 @@ def analyse(evaluation):
 
 
 def main(path, skip):
-    evaluation_list = list(evaluations(read(path)))
-    results = [analyse(e) for e in evaluation_list][skip:]
+    kept = list(evaluations(read(path)))[skip:]
+    results = [analyse(e) for e in kept]
     if not results:
         sys.exit(f'fewer than {skip + 2} evaluations (BoxTeams kernels) in {path}')
     spans = [r[0] for r in results]
@@ -112,18 +112,16 @@ def main(path, skip):
     rest = statistics.median(sum(v for k, v in d.items() if k not in shown_pairs) for d in sums)
     print(f'  {rest:7.1f}  between other neighbours (launch to launch)')
     # Time by kind at the GPU's own clocks (kernels on two streams overlap: the sum exceeds the busy time).
-    kept = evaluation_list[skip:]
     per = [dict() for _ in kept]
     for d, e in zip(per, kept):
         for t0, t1, name in e:
-            n, us = d.get(short(name), (0, 0.0))
-            d[short(name)] = (n + 1, us + t1 - t0)
-    kinds = sorted({k for d in per for k in d},
-                   key=lambda k: -statistics.median(d.get(k, (0, 0.0))[1] for d in per))
+            k = short(name)
+            n, us = d.get(k, (0, 0.0))
+            d[k] = (n + 1, us + t1 - t0)
+    medians = {k: tuple(statistics.median(d.get(k, (0, 0.0))[i] for d in per) for i in (0, 1))
+               for k in {k for d in per for k in d}}
     print('by kind (median per evaluation; absent counts as 0): count, us')
-    for k in kinds:
-        n = statistics.median(d.get(k, (0, 0.0))[0] for d in per)
-        us = statistics.median(d.get(k, (0, 0.0))[1] for d in per)
+    for k, (n, us) in sorted(medians.items(), key=lambda item: (-item[1][1], item[0])):  # (ties by name)
         if us > 0:
             print(f'  {k[:40]:40s} {n:4.0f} {us:9.1f}')
 

@@ -1,6 +1,7 @@
 // kfmm::Solver against the O(N^2) direct sum: the tolerance holds on uniform, Plummer, clustered and
 // disc distributions, with softening and with charges of both signs; degenerate inputs (line, plane,
-// coincident points, 1e6 offsets, N = 0, 1, 2); the error falls monotonically with the order at fixed
+// coincident points, 1e6 offsets, N = 0, 1, 2); a 2x margin on the disc at 5e4 particles, where the
+// calibration underestimates it; the error falls monotonically with the order at fixed
 // theta; reevaluate for new masses; caller order, determinism and input errors.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_template_test_macros.hpp>
@@ -115,6 +116,27 @@ TEMPLATE_LIST_TEST_CASE("Solver meets the tolerance on the calibration distribut
       CHECK(s.parameters_from_tolerance);
       CHECK(s.p2p_interactions >= 0);
     }
+  }
+}
+
+// The calibration's worst case (2000 and 12000 particles) is not the worst at every size: the disc's
+// error peaks between 2e4 and 1e5 particles at up to 1.43x the calibrated value (docs/benchmarks.md,
+// "Thirty-third session"). The safety factor 3 is what keeps the tolerance there with 2x to spare:
+// here 0.29 and 0.35 of it at 1e-2 and 1e-3, every target; with the factor at 1.5 the rule picks p 3,
+// theta 0.8 and p 6, 0.771 and this fails at 0.77 and 0.74. Default backend only: the direct sum of
+// 5e4 particles is the cost (~10 s on two cores).
+TEST_CASE("Solver keeps a 2x margin where the disc's error exceeds the calibration", "[solver][accuracy]") {
+  using Space = Kokkos::DefaultExecutionSpace;
+  // bench_solver's seed (with the calibration's, 7, this disc's error is ~1.3x smaller)
+  const auto particles = kfmm::make_distribution(kfmm::Distribution::disc, 50000, 2024);
+  for (double tol : {1e-2, 1e-3}) {
+    kfmm::Options o;
+    o.tolerance = tol;
+    kfmm::Statistics s;
+    const double err = solve_and_compare<Space>(particles, o, &s).first;
+    INFO("disc 5e4, tolerance " << tol << ": p = " << s.order << ", theta = " << s.theta << ", leaf "
+                                << s.leaf_size << ", error " << err);
+    CHECK(err <= tol / 2);
   }
 }
 

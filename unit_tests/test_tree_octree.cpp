@@ -490,23 +490,28 @@ void check_scaled_build() {
           box.hi[a] = std::max<double>(box.hi[a], static_cast<Real>(scaled.x[3 * i + a]));
         }
       }
-      // Without a box (the build reduces it and scales it) and with the caller's scaled box.
+      // Without a box (the build reduces it and scales it) and with the caller's scaled box; the
+      // sorted positions gathered from the caller's columns and from packed records (the GPU default).
       for (const bool give_box : {false, true}) {
-        INFO("known box " << give_box);
-        kfmm::build_octree(Space(), d.positions, d.masses, 16, tree, ws, give_box ? &box : nullptr, scale);
-        const HostTree<Real> t(tree);
-        REQUIRE(t.keys == reference.keys);
-        REQUIRE(t.permutation == reference.permutation);
-        REQUIRE(t.positions == reference.positions);  // (bitwise: a power of two scales exactly)
-        REQUIRE(t.level_offsets == reference.level_offsets);
-        REQUIRE(t.parent == reference.parent);
-        REQUIRE(t.centres == reference.centres);
-        REQUIRE(t.radii == reference.radii);
-        // The box of the caller's positions: reduced on the device (copied back with the level sizes)
-        // or the known box over the scale.
-        for (int a = 0; a < 3; ++a) {
-          REQUIRE(tree.box.lo[a] == box.lo[a] / scale);
-          REQUIRE(tree.box.hi[a] == box.hi[a] / scale);
+        for (const int records : {0, 1}) {
+          INFO("known box " << give_box << ", gather_records " << records);
+          ws.gather_records = records;
+          kfmm::build_octree(Space(), d.positions, d.masses, 16, tree, ws, give_box ? &box : nullptr, scale);
+          const HostTree<Real> t(tree);
+          REQUIRE(t.keys == reference.keys);
+          REQUIRE(t.permutation == reference.permutation);
+          REQUIRE(t.positions == reference.positions);  // (bitwise: a power of two scales exactly)
+          REQUIRE(t.masses == reference.masses);
+          REQUIRE(t.level_offsets == reference.level_offsets);
+          REQUIRE(t.parent == reference.parent);
+          REQUIRE(t.centres == reference.centres);
+          REQUIRE(t.radii == reference.radii);
+          // The box of the caller's positions: reduced on the device (copied back with the level sizes)
+          // or the known box over the scale.
+          for (int a = 0; a < 3; ++a) {
+            REQUIRE(tree.box.lo[a] == box.lo[a] / scale);
+            REQUIRE(tree.box.hi[a] == box.hi[a] / scale);
+          }
         }
       }
     }

@@ -467,6 +467,10 @@ TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh 
   bad.topology_tile = -1;
   kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input("uniform", 10, 5));
   REQUIRE_THROWS_AS(kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, bad), kfmm::Error);
+  kfmm::OctreeWorkspace<typename Space::memory_space> bad_records;
+  bad_records.gather_records = 2;
+  REQUIRE_THROWS_WITH(kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, bad_records),
+                      Catch::Matchers::ContainsSubstring("gather_records = 2"));
 }
 
 template <class Space, class Real>

@@ -470,6 +470,9 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
   require(leaf_size >= 1, "build_octree: leaf_size = ", leaf_size, " must be at least 1");
   require(workspace.topology_tile >= 0, "build_octree: workspace topology_tile = ", workspace.topology_tile,
           " must be >= 0");
+  require(workspace.gather_records >= -1 && workspace.gather_records <= 1,
+          "build_octree: workspace gather_records = ", workspace.gather_records,
+          " must be -1 (default), 0 or 1");
   int scale_exponent = 0;
   require(position_scale > 0 && std::isfinite(position_scale) &&
               std::frexp(position_scale, &scale_exponent) == 0.5,

@@ -427,8 +427,9 @@ TEST_CASE("octree is bitwise identical on Serial and OpenMP", "[tree][octree]") 
 TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh build", "[tree][octree]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;
-  kfmm::Octree<Space, double> tree;
-  kfmm::OctreeWorkspace<typename Space::memory_space> ws;
+  kfmm::Octree<Space, double> tree, packed_tree;
+  kfmm::OctreeWorkspace<typename Space::memory_space> ws, packed_ws;
+  packed_ws.gather_records = 1;  // (the second sequence gathers through packed records)
   // Same N twice (arrays reused), then other sizes (arrays replaced), then N = 0 and back.
   int k = 0;
   for (const auto& in :
@@ -441,6 +442,13 @@ TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh 
     const HostTree<double> reused(tree);
     const HostTree<double> fresh(kfmm::build_octree(Space(), d.positions, d.masses, 8));
     require_same_tree(reused, fresh);
+    // The same sequence through a workspace that gathers from records: sizes change, N = 0 between, and
+    // after the coincident input the next build's full sort retries partially with fresh keys (records).
+    kfmm::build_octree(Space(), d.positions, d.masses, 8, packed_tree, packed_ws);
+    const HostTree<double> packed(packed_tree);
+    require_same_tree(packed, fresh);
+    REQUIRE(packed.positions == fresh.positions);
+    REQUIRE(packed.masses == fresh.masses);
     REQUIRE(reused.sorted_levels == fresh.sorted_levels);
     check_structure(in, reused);
     // Shallow trees sort only the levels a default guess allows; the coincident one needs all 21.
@@ -463,6 +471,16 @@ TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh 
       REQUIRE(h.leaves == fresh.leaves);
     }
   }
+  // The records buffer, sized in words for double above, serves a float tree of another size too.
+  {
+    kfmm_tree_test::DeviceInput<Space, float> f(kfmm_tree_test::make_input("plummer", 2500, 6));
+    kfmm::Octree<Space, float> t;
+    kfmm::build_octree(Space(), f.positions, f.masses, 8, t, packed_ws);
+    const HostTree<float> packed(t), fresh(kfmm::build_octree(Space(), f.positions, f.masses, 8));
+    require_same_tree(packed, fresh);
+    REQUIRE(packed.positions == fresh.positions);
+    REQUIRE(packed.masses == fresh.masses);
+  }
   kfmm::OctreeWorkspace<typename Space::memory_space> bad;
   bad.topology_tile = -1;
   kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input("uniform", 10, 5));
@@ -471,6 +489,27 @@ TEMPLATE_LIST_TEST_CASE("rebuilding into a tree with a workspace equals a fresh 
   bad_records.gather_records = 2;
   REQUIRE_THROWS_WITH(kfmm::build_octree(Space(), d.positions, d.masses, 8, tree, bad_records),
                       Catch::Matchers::ContainsSubstring("gather_records = 2"));
+}
+
+TEMPLATE_LIST_TEST_CASE(
+    "the gather goes through records by default on GPUs above 32 MiB of LayoutLeft columns", "[tree][octree]",
+    kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using M = typename Space::memory_space;
+  using Left = Kokkos::View<float* [3], Kokkos::LayoutLeft, M>;
+  using Right = Kokkos::View<float* [3], Kokkos::LayoutRight, M>;
+  using Masses = Kokkos::View<float*, M>;
+  using DoubleLeft = Kokkos::View<double* [3], Kokkos::LayoutLeft, M>;
+  using DoubleMasses = Kokkos::View<double*, M>;
+  constexpr bool device = !kfmm::detail::is_host_execution_space<Space>;
+  // 16 bytes per float particle: 2^21 particles are exactly 32 MiB (not above), one more is.
+  CHECK_FALSE(kfmm::detail::gather_records_by_default<Space, Left, Masses>(1LL << 21));
+  CHECK(kfmm::detail::gather_records_by_default<Space, Left, Masses>((1LL << 21) + 1) == device);
+  CHECK(kfmm::detail::gather_records_by_default<Space, DoubleLeft, DoubleMasses>((1LL << 20) + 1) == device);
+  CHECK_FALSE(kfmm::detail::gather_records_by_default<Space, DoubleLeft, DoubleMasses>(1LL << 20));
+  CHECK_FALSE(
+      kfmm::detail::gather_records_by_default<Space, Right, Masses>(1LL << 30));  // (rows: unmeasured)
+  CHECK(kfmm::detail::gather_records_by_default<Space, Left, Masses>(1LL << 30) == device);
 }
 
 template <class Space, class Real>
@@ -495,7 +534,8 @@ void check_scaled_build() {
         }
       }
       // Without a box (the build reduces it and scales it) and with the caller's scaled box; the
-      // sorted positions gathered from the caller's columns and from packed records (the GPU default).
+      // sorted positions gathered from the caller's columns and from packed records (the GPU default
+      // for large inputs).
       for (const bool give_box : {false, true}) {
         for (const int records : {0, 1}) {
           INFO("known box " << give_box << ", gather_records " << records);

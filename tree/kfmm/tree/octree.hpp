@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -282,8 +283,9 @@ struct KeysAndRecords {
 };
 
 /// GatherParticles from the records: one random record per row instead of the caller's four columns
-/// (positions are N x 3 Views, on GPUs LayoutLeft by default: x, y, z and the mass each cost a random
-/// 32-byte sector per particle, a quarter of them used; the H100 took 1.17 ms for this gather at 1e7).
+/// (positions are N x 3 Views, on CUDA LayoutLeft by default: x, y, z and the mass each cost a random
+/// 32-byte sector per particle, of which the float gather uses 4 bytes; the H100 took 1.17 ms for it
+/// at 1e7).
 template <class Permutation, class Real, class MemorySpace>
 struct GatherRecords {
   Permutation perm;
@@ -297,13 +299,25 @@ struct GatherRecords {
   }
 };
 
-/// The caller's columns (positions and masses, 4 N sizeof(Real) bytes) above which a device build
+/// The caller's columns (positions and masses, about 4 N sizeof(Real) bytes) above which a device build
 /// gathers through records by default: 32 MiB, beyond what the 50 MB L2 of an H100 / H200 keeps beside
 /// the build's own arrays. Measured on an H100: at 1e7 in float (160 MB) the gather took 1.17 -> 0.36 ms
 /// and the keys pass 0.10 -> 0.15 ms (30.5 against 31.3 ms per evaluation); at 2e5 in float and 1e6 in
 /// double (3.2 and 32 MB) no time changed, at 1e6 in float (16 MB) the tree took ~0.02 ms less (0.6 % of
 /// the evaluation), each for 16 or 32 more bytes per particle.
 inline constexpr double gather_records_min_bytes = 32.0 * (1 << 20);
+
+/// Whether build_octree gathers through records when OctreeWorkspace::gather_records is -1: on device
+/// backends, for LayoutLeft positions (CUDA's default layout, the measured case) whose columns,
+/// positions and masses, exceed gather_records_min_bytes.
+template <class ExecutionSpace, class PositionsView, class MassesView>
+constexpr bool gather_records_by_default(long long n) {
+  using Real = typename PositionsView::non_const_value_type;
+  using Mass = typename MassesView::non_const_value_type;
+  return !is_host_execution_space<ExecutionSpace> &&
+         std::is_same<typename PositionsView::array_layout, Kokkos::LayoutLeft>::value &&
+         static_cast<double>(n) * (3.0 * sizeof(Real) + sizeof(Mass)) > gather_records_min_bytes;
+}
 
 /// num_children(k) held one past the last child; turned into the count (0 for leaves).
 template <class MemorySpace>
@@ -398,7 +412,8 @@ struct OctreeWorkspace {
   MomentSums<MemorySpace> sums;                                ///< the moments' per-node accumulators
   detail::BoxWorkspace<MemorySpace> box;                       ///< the box reduction's buffers
   /// The caller's rows as ParticleRecords in caller order, for the gather (raw words: the record's size
-  /// depends on the positions' type); used when gather_records says so.
+  /// depends on the positions' type); used when gather_records says so, grown and kept like the other
+  /// buffers (16 or 32 bytes per particle once used).
   Kokkos::View<unsigned long long*, MemorySpace> records;
   /// Sorted positions per topology tile (one thread each); 0 picks 4096 on host spaces and on GPUs
   /// N / 32768 rounded up to a power of two within [8, 64] (detail::default_topology_tile). The tree
@@ -409,7 +424,7 @@ struct OctreeWorkspace {
   bool last_tree_deeper = false;
   /// Gather the sorted positions and masses through packed records (16 bytes per particle in float,
   /// 32 in double, in `records`): 1 yes, 0 no (the caller's columns directly), -1 (default) on device
-  /// backends when the caller's columns outgrow the GPU's L2 cache (detail::gather_records_min_bytes).
+  /// backends for LayoutLeft positions whose columns exceed 32 MiB (detail::gather_records_by_default).
   /// The tree does not depend on it (tests compare both).
   int gather_records = -1;
 };
@@ -530,8 +545,7 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
     // per particle (GatherRecords); by default on device backends for inputs larger than their L2 (host
     // caches serve the caller's rows themselves; not measured there).
     const bool pack = workspace.gather_records < 0
-                          ? !detail::is_host_execution_space<ExecutionSpace> &&
-                                4.0 * sizeof(Real) * n > detail::gather_records_min_bytes
+                          ? detail::gather_records_by_default<ExecutionSpace, PositionsView, MassesView>(n)
                           : workspace.gather_records != 0;
     using Record = detail::ParticleRecord<Real>;
     static_assert(sizeof(Record) % sizeof(unsigned long long) == 0, "records are whole 8-byte words");
@@ -539,6 +553,8 @@ void build_octree(const ExecutionSpace& space, const PositionsView& positions, c
     if (pack) {
       const long long words = static_cast<long long>(sizeof(Record) / sizeof(unsigned long long)) * n;
       detail::reserve_at_least(workspace.records, words, "kfmm::octree::records");
+      require(reinterpret_cast<std::uintptr_t>(workspace.records.data()) % alignof(Record) == 0,
+              "build_octree: the records buffer is not ", alignof(Record), "-byte aligned");
       records = decltype(records)(reinterpret_cast<Record*>(workspace.records.data()), n);
     }
     for (;;) {

@@ -239,8 +239,35 @@ struct TopologyLevelOffsets {
   }
 };
 
-/// Positions (times the power of two `scale`, exact) and masses in sorted order: row s from the caller's
-/// row perm(s).
+/// A caller row as the gather reads it: the position times the power of two `scale` (exact) and the
+/// mass, in one aligned record (16 bytes in float, one load on GPUs; 32 in double).
+template <class Real>
+struct alignas(4 * sizeof(Real)) ParticleRecord {
+  Real v[4];
+};
+
+/// Caller row i as a ParticleRecord: the one definition of the sorted positions' values, whichever way
+/// they are gathered (the scale in double, as the keys take it: the same product even where Real's
+/// range ends).
+template <class Real, class PositionsView, class MassesView>
+KOKKOS_INLINE_FUNCTION ParticleRecord<Real> particle_record(const PositionsView& positions,
+                                                            const MassesView& masses, int i, double scale) {
+  ParticleRecord<Real> r;
+  for (int a = 0; a < 3; ++a) r.v[a] = static_cast<Real>(static_cast<double>(positions(i, a)) * scale);
+  r.v[3] = masses(i);
+  return r;
+}
+
+/// Writes record r as sorted row s.
+template <class Real, class MemorySpace>
+KOKKOS_INLINE_FUNCTION void store_sorted(const ParticleRecord<Real>& r, int s,
+                                         const Kokkos::View<Real* [3], MemorySpace>& sorted_positions,
+                                         const Kokkos::View<Real*, MemorySpace>& sorted_masses) {
+  for (int a = 0; a < 3; ++a) sorted_positions(s, a) = r.v[a];
+  sorted_masses(s) = r.v[3];
+}
+
+/// Positions (scaled) and masses in sorted order: row s from the caller's row perm(s).
 template <class Permutation, class PositionsView, class MassesView, class Real, class MemorySpace>
 struct GatherParticles {
   Permutation perm;
@@ -248,20 +275,11 @@ struct GatherParticles {
   MassesView masses;
   Kokkos::View<Real* [3], MemorySpace> sorted_positions;
   Kokkos::View<Real*, MemorySpace> sorted_masses;
-  double scale;  // (in double, as the keys scale: the same product even where Real's range ends)
+  double scale;
   KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
-    const int i = perm(s);
-    for (int a = 0; a < 3; ++a)
-      sorted_positions(s, a) = static_cast<Real>(static_cast<double>(positions(i, a)) * scale);
-    sorted_masses(s) = masses(i);
+    store_sorted(particle_record<Real>(positions, masses, perm(s), scale), s, sorted_positions,
+                 sorted_masses);
   }
-};
-
-/// A caller row as the gather reads it on device backends: the scaled position and the mass in one
-/// aligned record (16 bytes in float, one load; 32 in double).
-template <class Real>
-struct alignas(4 * sizeof(Real)) ParticleRecord {
-  Real v[4];
 };
 
 /// The Morton keys (MortonKeys) and, in the same pass over the caller's rows (read in order), each row's
@@ -272,13 +290,10 @@ struct KeysAndRecords {
   PositionsView positions;
   MassesView masses;
   Kokkos::View<ParticleRecord<Real>*, MemorySpace, Kokkos::MemoryUnmanaged> records;
-  double scale;  // (as GatherParticles)
+  double scale;
   KOKKOS_INLINE_FUNCTION void operator()(const int i) const {
     key_pass(i);
-    ParticleRecord<Real> r;
-    for (int a = 0; a < 3; ++a) r.v[a] = static_cast<Real>(static_cast<double>(positions(i, a)) * scale);
-    r.v[3] = masses(i);
-    records(i) = r;
+    records(i) = particle_record<Real>(positions, masses, i, scale);
   }
 };
 
@@ -293,9 +308,7 @@ struct GatherRecords {
   Kokkos::View<Real* [3], MemorySpace> sorted_positions;
   Kokkos::View<Real*, MemorySpace> sorted_masses;
   KOKKOS_INLINE_FUNCTION void operator()(const int s) const {
-    const ParticleRecord<Real> r = records(perm(s));
-    for (int a = 0; a < 3; ++a) sorted_positions(s, a) = r.v[a];
-    sorted_masses(s) = r.v[3];
+    store_sorted(records(perm(s)), s, sorted_positions, sorted_masses);
   }
 };
 

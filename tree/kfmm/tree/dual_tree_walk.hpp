@@ -1,7 +1,7 @@
 /// \file dual_tree_walk.hpp
 /// The dual-tree walk: from the octree's centres and radii, the far pairs (for M2L) and the near leaf
 /// pairs (for P2P), each as CSR grouped by target (core/kfmm/core/interaction_list.hpp), built on the
-/// device breadth first over a queue of open (target, source) pairs.
+/// device breadth first over a queue of open node pairs.
 ///
 /// MAC, on expansion centres c and radii r (double precision): (A, B) is far iff
 ///   r_A + r_B <= theta d  and  d - (r_A + r_B) >= min_separation,  d = |c_A - c_B| > 0,  0 < theta < 1
@@ -11,13 +11,19 @@
 /// theta d / 2.
 /// Otherwise a leaf pair is near; a self pair (A, A) of an internal node opens into all pairs of its
 /// children; else the node with the larger radius is split (a leaf never is; on equal radii the larger
-/// node id), so that (A, B) and (B, A) split the same node and both lists come out symmetric.
+/// node id), so that (A, B) and (B, A) split the same node.
+///
+/// Unordered pairs. Every decision, and so the whole descent below a pair, is symmetric in its two nodes,
+/// so the walk visits each unordered pair {A, B} once and writes a final pair in both directions,
+/// (A <- B) and (B <- A); a self pair opens into the unordered pairs {a_u, a_v}, u <= v, of its children
+/// (36 of 8 children, not 64). Both lists come out symmetric by construction, and the rounds decide about
+/// half the pairs that a walk over ordered pairs decides (docs/tree.md, "Walk").
 ///
 /// Rounds. Round r holds the open pairs; every pair does O(1) work in its own thread, so no thread can
 /// set the pace of a round (an earlier depth-first design let one thread open ~9e4 nodes). A round is
 /// one kernel (detail::WalkRound): each team takes a tile of open pairs and
 ///   decides every pair (far / near / split target / split source / split both), counting its output
-///     as (final pairs << 31) | (child pairs);
+///     as (final pairs << 30) | (child pairs);
 ///   turns the counts into write offsets: a scan within the team, then decoupled look-back across the
 ///     tiles (core/kfmm/core/tile_scan.hpp), i.e. the offsets of a global exclusive scan in queue order;
 ///   writes each pair's final pair (far or near) or its child pairs at its offsets.
@@ -25,7 +31,7 @@
 /// kernels, classify, a device scan and emit: four launches. At 1e6 particles on the H200 one kernel per
 /// round saves launches, not kernel time, since the small top rounds still pay ~8-16 us of latency each:
 /// docs/benchmarks.md.) Rounds larger than 2^24 pairs run in slices, so the
-/// packed 31-bit child count cannot wrap (a planned round's slices chain their running totals through
+/// packed 30-bit child count cannot wrap (a planned round's slices chain their running totals through
 /// the device state, so a walk with rounds of 1e7-1e8 pairs plans too). A counted round's totals come
 /// back to the host; writes past a buffer's end are dropped and the round runs again once the buffer has
 /// grown (its input is unchanged).
@@ -141,8 +147,8 @@ KOKKOS_INLINE_FUNCTION bool walk_accepts(const double ca[3], double ra, double m
 /// What a walk did (host values).
 struct WalkStatistics {
   int rounds = 0;               ///< breadth-first rounds
-  long long peak_entries = 0;   ///< largest number of open (target, source) pairs in one round
-  long long pairs_visited = 0;  ///< (target, source) pairs decided (tested against the MAC)
+  long long peak_entries = 0;   ///< largest number of open (unordered) node pairs in one round
+  long long pairs_visited = 0;  ///< unordered node pairs decided (tested against the MAC)
   int planned_rounds = 0;       ///< rounds run from the workspace's plan, without a host round trip
   bool replanned = false;       ///< the plan was too small somewhere: the walk was re-run counted
 };
@@ -182,7 +188,7 @@ static_assert(sizeof(WalkNode<float>) == 32 && sizeof(WalkNode<double>) == 64,
 template <class MemorySpace>
 struct WalkWorkspace {
   Kokkos::View<double*, MemorySpace> node_storage;  ///< per node: a detail::WalkNode<Real> record (raw)
-  Kokkos::View<unsigned long long*, MemorySpace> queue[2];  ///< open pairs (t << 32 | s), by round
+  Kokkos::View<unsigned long long*, MemorySpace> queue[2];  ///< open pairs {t, s} as t << 32 | s, by round
   Kokkos::View<unsigned*, MemorySpace> pair_keys;           ///< per final pair: (near << b) | target
   Kokkos::View<int*, MemorySpace> pair_sources;             ///< per final pair: source (the payload)
   Kokkos::View<int* [4], MemorySpace> bounds;               ///< per node: far [begin, end), near [begin, end)
@@ -231,11 +237,12 @@ KOKKOS_INLINE_FUNCTION unsigned long long walk_pair(const int t, const int s) {
   return (static_cast<unsigned long long>(t) << 32) | static_cast<unsigned>(s);
 }
 
-/// Most open pairs per round kernel (slice): 64 children per pair at most, so the packed child count
-/// (low 31 bits) of a slice stays at most 2^30 and never carries into the final-pair count, and the
-/// packed total (at most 2^55 + 2^30) fits the look-back's 56-bit values.
+/// Most open pairs per round kernel (slice): 36 children per pair at most (the unordered pairs of a self
+/// pair's 8 children), so the packed child count (low 30 bits) of a slice stays below 36 x 2^24 < 2^30
+/// and never carries into the final-pair count (2 per pair at most), and the packed total (below
+/// 2^55 + 2^30) fits the look-back's 56-bit values.
 inline constexpr long long max_walk_slice = 1LL << 24;
-inline constexpr int walk_final_shift = 31;
+inline constexpr int walk_final_shift = 30;
 inline constexpr unsigned long long walk_children_mask = (1ULL << walk_final_shift) - 1;
 
 /// Starts a walk: packs the node records, seeds the queue with (root, root).
@@ -353,13 +360,13 @@ struct WalkRound {
         source[k] = s;
         action[k] = static_cast<unsigned char>(act);
         if (act == kWalkFar || act == kWalkNear) {
-          count[k] = 1ULL << walk_final_shift;
+          count[k] = (t == s ? 1ULL : 2ULL) << walk_final_shift;  // both directions of {t, s}
         } else {
           const WalkNode<Real>& split = act == kWalkSplitSource ? b : a;
           child_first[k] = split.first_child;
           child_count[k] = split.num_children;
-          count[k] = static_cast<unsigned long long>(act == kWalkSplitBoth ? a.num_children * a.num_children
-                                                                           : split.num_children);
+          const int n = split.num_children;
+          count[k] = static_cast<unsigned long long>(act == kWalkSplitBoth ? n * (n + 1) / 2 : n);
         }
       }
       sum += count[k];
@@ -395,9 +402,14 @@ struct WalkRound {
         const WalkAction act = static_cast<WalkAction>(action[k]);
         if (act == kWalkFar || act == kWalkNear) {
           const long long p = pairs0 + static_cast<long long>(o >> walk_final_shift);
+          const unsigned near = act == kWalkNear ? near_bit : 0u;
           if (p < pair_cap) {
-            pair_keys(p) = static_cast<unsigned>(t) | (act == kWalkNear ? near_bit : 0u);
+            pair_keys(p) = static_cast<unsigned>(t) | near;
             pair_sources(p) = s;
+          }
+          if (t != s && p + 1 < pair_cap) {  // the same pair seen from s
+            pair_keys(p + 1) = static_cast<unsigned>(s) | near;
+            pair_sources(p + 1) = t;
           }
         } else {
           const long long c = next0 + static_cast<long long>(o & walk_children_mask);
@@ -408,10 +420,11 @@ struct WalkRound {
           } else if (act == kWalkSplitSource) {
             for (int j = 0; j < n; ++j)
               if (c + j < next_cap) next(c + j) = walk_pair(t, f + j);
-          } else {  // a self pair: all pairs of the children, (child u, child v) at u n + v
+          } else {  // a self pair: every unordered pair of its children, {u, v} with u <= v, in order
+            long long j = c;
             for (int u = 0; u < n; ++u)
-              for (int v = 0; v < n; ++v)
-                if (c + u * n + v < next_cap) next(c + u * n + v) = walk_pair(f + u, f + v);
+              for (int v = u; v < n; ++v, ++j)
+                if (j < next_cap) next(j) = walk_pair(f + u, f + v);
           }
         }
       }

@@ -194,6 +194,48 @@ TEMPLATE_LIST_TEST_CASE("sort_by_key_bits orders by a bit range on every backend
   REQUIRE_THROWS_AS(kfmm::sort_by_key_bits(Space(), dk, dv, n, 0, 65, workspace), kfmm::Error);
 }
 
+TEMPLATE_LIST_TEST_CASE("sort_by_key_bits_in_either leaves the sorted pairs in one of the two buffers",
+                        "[tree][sort]", kfmm_test::ExecutionSpaces) {
+  // The walk's entry point: no copy back. Whichever buffers it names hold the stable sort, for 1-24 key
+  // bits (1-3 passes of the host's 8-bit digits; CUB picks its own digit widths).
+  using Space = TestType;
+  using M = typename Space::memory_space;
+  const int n = 20000;
+  bool named_first = false, named_second = false;
+  for (const int bits : {1, 5, 8, 9, 13, 16, 17, 20, 24}) {
+    kfmm_tree_test::Rng rng(500 + bits);
+    std::vector<unsigned> keys(n);
+    for (auto& k : keys) k = static_cast<unsigned>(rng.bits() & ((1ull << bits) - 1));
+    Kokkos::View<unsigned*, M> dk("keys", n);
+    Kokkos::View<int*, M> dv("values", n);
+    auto hk = Kokkos::create_mirror_view(dk);
+    auto hv = Kokkos::create_mirror_view(dv);
+    for (int i = 0; i < n; ++i) {
+      hk(i) = keys[i];
+      hv(i) = i;
+    }
+    Kokkos::deep_copy(dk, hk);
+    Kokkos::deep_copy(dv, hv);
+    kfmm::SortWorkspace<M, unsigned, int> workspace;
+    const bool second = kfmm::sort_by_key_bits_in_either(Space(), dk, dv, n, 0, bits, workspace);
+    (second ? named_second : named_first) = true;
+    const auto rk = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), second ? workspace.keys : dk);
+    const auto rv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), second ? workspace.values : dv);
+    std::vector<int> ref(n);
+    std::iota(ref.begin(), ref.end(), 0);
+    std::stable_sort(ref.begin(), ref.end(), [&](int a, int b) { return keys[a] < keys[b]; });
+    INFO("bits = " << bits << ", result in the " << (second ? "second" : "first") << " buffers");
+    for (int i = 0; i < n; ++i) {
+      REQUIRE(rv(i) == ref[i]);
+      REQUIRE(rk(i) == keys[ref[i]]);
+    }
+  }
+  if (kfmm::detail::is_host_execution_space<Space>) {  // 8-bit digits: 1 and 3 passes name the second buffers
+    REQUIRE(named_first);
+    REQUIRE(named_second);
+  }
+}
+
 #if defined(KOKKOS_ENABLE_OPENMP)
 TEST_CASE("radix sort with multi-thread teams on the host", "[tree][sort]") {
   // The device geometry (many threads per tile, each with its own counters) exercised on OpenMP.

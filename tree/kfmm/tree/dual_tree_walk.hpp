@@ -47,9 +47,10 @@
 ///
 /// CSR. Final pairs are written in round order with the key (near << b) | target, b = bits of the
 /// largest node id. One stable radix sort of the keys (tree/kfmm/tree/sort.hpp; CUB on CUDA) groups
-/// them: all far pairs by ascending target, then all near pairs by ascending target. One thread per
-/// node finds its rows' bounds by binary search and one scan over the nodes compacts the rows of both
-/// lists.
+/// them: all far pairs by ascending target, then all near pairs by ascending target (its second buffers
+/// are the queues' storage; after an odd number of passes the sorted pairs stay there and the lists view
+/// them). One thread per node finds its rows' bounds by binary search and one scan over the nodes
+/// compacts the rows of both lists.
 ///
 /// Every write goes to an offset that a scan determined, and the sort is stable: the lists are identical
 /// run after run and across backends (except possibly for pairs exactly on the MAC boundary where a device
@@ -188,14 +189,17 @@ static_assert(sizeof(WalkNode<float>) == 32 && sizeof(WalkNode<double>) == 64,
 template <class MemorySpace>
 struct WalkWorkspace {
   Kokkos::View<double*, MemorySpace> node_storage;  ///< per node: a detail::WalkNode<Real> record (raw)
-  Kokkos::View<unsigned long long*, MemorySpace> queue[2];  ///< open pairs {t, s} as t << 32 | s, by round
-  Kokkos::View<unsigned*, MemorySpace> pair_keys;           ///< per final pair: (near << b) | target
-  Kokkos::View<int*, MemorySpace> pair_sources;             ///< per final pair: source (the payload)
-  Kokkos::View<int* [4], MemorySpace> bounds;               ///< per node: far [begin, end), near [begin, end)
+  /// Open pairs {t, s} as t << 32 | s, by round: views of sort.keys (queue 0) and sort.values (queue 1),
+  /// the final sort's second buffers, which are free while the rounds run (refreshed by every walk).
+  Kokkos::View<unsigned long long*, MemorySpace, Kokkos::MemoryUnmanaged> queue[2];
+  Kokkos::View<unsigned*, MemorySpace> pair_keys;  ///< per final pair: (near << b) | target
+  Kokkos::View<int*, MemorySpace> pair_sources;    ///< per final pair: source (the payload)
+  Kokkos::View<int* [4], MemorySpace> bounds;      ///< per node: far [begin, end), near [begin, end)
   /// [0]: index of the first near pair; [1], [2]: far, near rows; [3]: first far target (-1: none)
   Kokkos::View<int*, MemorySpace> split;
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
-  /// The final pairs' sort; its key and value buffers are aliases of queue[0] and queue[1] during it.
+  /// The final pairs' sort. Its key and value buffers hold the queues during the rounds, and the sorted
+  /// pairs after a sort of an odd number of passes (the lists then view them: no copy back).
   SortWorkspace<MemorySpace, unsigned, int> sort;
   TileScanWorkspace<MemorySpace> tiles;  ///< the rounds' look-back state
   /// Open pairs per round kernel (a slice of a round), 1 .. 2^24 (tests set it small to exercise slicing).
@@ -530,6 +534,32 @@ void grow_to(View& v, long long needed, long long keep, const char* label) {
   v = grown;
 }
 
+/// Makes `queue` (open pairs, 8-byte words) a view of `storage` (4-byte entries, two per word) holding at
+/// least `words` words. When the storage must grow: to exactly `words` words and nothing kept when
+/// keep = 0 (the old buffer released first), else to `words` plus headroom, keeping the first `keep`
+/// words (a counted round's output so far).
+template <class Storage>
+void reserve_queue(
+    Storage& storage,
+    Kokkos::View<unsigned long long*, typename Storage::memory_space, Kokkos::MemoryUnmanaged>& queue,
+    long long words, long long keep, const char* label) {
+  static_assert(2 * sizeof(typename Storage::value_type) == sizeof(unsigned long long),
+                "a queue word takes two storage entries");
+  require(words <= INT_MAX, "dual_tree_walk: ", words, " open pairs exceed the int index range");
+  if (2 * words > static_cast<long long>(storage.extent(0))) {
+    const long long cap = keep > 0 ? with_headroom(words, 1024) : words;
+    if (keep == 0) storage = Storage();
+    Storage grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                  static_cast<size_t>(2 * cap));
+    if (keep > 0)
+      Kokkos::deep_copy(Kokkos::subview(grown, Kokkos::make_pair(0LL, 2 * keep)),
+                        Kokkos::subview(storage, Kokkos::make_pair(0LL, 2 * keep)));
+    storage = grown;
+  }
+  queue = Kokkos::View<unsigned long long*, typename Storage::memory_space, Kokkos::MemoryUnmanaged>(
+      reinterpret_cast<unsigned long long*>(storage.data()), storage.extent(0) / 2);
+}
+
 }  // namespace detail
 
 /// Runs the dual-tree walk on `space` over `tree` and returns the far and near lists, using (and
@@ -581,7 +611,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     for (int r = 0; r < planned; ++r) widest[r % 2] = std::max(widest[r % 2], caps[r]);
     // (and the last planned round's output, the first counted round's input when the plan ends early)
     widest[planned % 2] = std::max(widest[planned % 2], caps[planned - 1]);
-    for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], widest[b], "kfmm::walk::queue");
+    detail::reserve_queue(ws.sort.keys, ws.queue[0], widest[0], 0, "kfmm::walk::queue");
+    detail::reserve_queue(ws.sort.values, ws.queue[1], widest[1], 0, "kfmm::walk::queue");
     const long long pair_cap = detail::with_headroom(ws.planned_pairs, 1024);
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
@@ -596,7 +627,16 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           "dual_tree_walk: node storage not aligned to ", alignof(Node), " bytes");
   detail::reserve_at_least(ws.bounds, num_nodes, "kfmm::walk::bounds");
   detail::reserve_at_least(ws.split, 4, "kfmm::walk::split");
-  for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], 1, "kfmm::walk::queue");
+  detail::reserve_queue(ws.sort.keys, ws.queue[0], 1, 0, "kfmm::walk::queue");
+  detail::reserve_queue(ws.sort.values, ws.queue[1], 1, 0, "kfmm::walk::queue");
+  // (a queue's storage grows in the counted rounds below: grow_queue refreshes its view)
+  const auto grow_queue = [&](int b, long long words, long long keep) {
+    if (b == 0) {
+      detail::reserve_queue(ws.sort.keys, ws.queue[0], words, keep, "kfmm::walk::queue");
+    } else {
+      detail::reserve_queue(ws.sort.values, ws.queue[1], words, keep, "kfmm::walk::queue");
+    }
+  };
   Kokkos::parallel_for("kfmm::walk::pack", Range(space, 0, num_nodes),
                        detail::WalkPack<memory_space, Real>{
                            nodes, tree.centres, tree.radii, tree.first_child, tree.num_children,
@@ -706,7 +746,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
                           next + children <= static_cast<long long>(ws.queue[1 - cur].extent(0));
         detail::grow_to(ws.pair_keys, pairs + finals, pairs, "kfmm::walk::pair_keys");
         detail::grow_to(ws.pair_sources, pairs + finals, pairs, "kfmm::walk::pair_sources");
-        detail::grow_to(ws.queue[1 - cur], next + children, next, "kfmm::walk::queue");
+        grow_queue(1 - cur, next + children, next);
         if (!fits) continue;
         pairs += finals;
         next += children;
@@ -727,34 +767,22 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   // CSR: sort the final pairs by (near, target), mark the rows' bounds, compact the rows.
   require(pairs <= INT_MAX, "dual_tree_walk: ", pairs, " pairs exceed the int index range of the lists");
   const int n_pairs = static_cast<int>(pairs);
-  // The sort's second key and value buffers live in the two queues, which are dead once the rounds are
-  // done: the walk holds max(queues, sort buffers) instead of their sum (2e5 Plummer, p 4, theta 0.6,
-  // leaf 64: the walk's buffers 436 -> 338 bytes per particle, docs/tree.md). A queue word holds two
-  // 4-byte entries.
-  static_assert(sizeof(unsigned long long) == 2 * sizeof(unsigned) && sizeof(unsigned) == sizeof(int),
-                "a queue word holds two sort entries");
+  // The sort's second key and value buffers are the queues' storage, dead once the rounds are done: the
+  // walk holds max(queues, sort buffers) instead of their sum (2e5 Plummer, p 4, theta 0.6, leaf 64: the
+  // walk's buffers 436 -> 338 bytes per particle, docs/tree.md). The sorted pairs stay where the sort's
+  // last pass wrote them (keys and sources below): after an odd number of passes that is this storage,
+  // and copying them back cost ~0.45 ms at 1e7 particles on an H100.
   const long long np = n_pairs;
-  const long long queue_words = (np + np / 16 + 1024) / 2 + 1;
-  for (int b = 0; b < 2; ++b) detail::reserve_at_least(ws.queue[b], queue_words, "kfmm::walk::queue");
-  ws.sort.keys = Kokkos::View<unsigned*, memory_space, Kokkos::MemoryUnmanaged>(
-      reinterpret_cast<unsigned*>(ws.queue[0].data()), n_pairs);
-  ws.sort.values = Kokkos::View<int*, memory_space, Kokkos::MemoryUnmanaged>(
-      reinterpret_cast<int*>(ws.queue[1].data()), n_pairs);
-  {
-    // (aliases, not owners: dropped after the sort, also when it throws, before a queue can be reallocated)
-    struct DropAliases {
-      SortWorkspace<memory_space, unsigned, int>& sort;
-      ~DropAliases() {
-        sort.keys = {};
-        sort.values = {};
-      }
-    } drop{ws.sort};
-    sort_by_key(space, ws.pair_keys, ws.pair_sources, n_pairs, node_bits + 1, ws.sort);
-  }
+  grow_queue(0, (np + np / 16 + 1024) / 2 + 1, 0);
+  grow_queue(1, (np + np / 16 + 1024) / 2 + 1, 0);
+  const bool in_second =
+      sort_by_key_bits_in_either(space, ws.pair_keys, ws.pair_sources, n_pairs, 0, node_bits + 1, ws.sort);
+  const Kokkos::View<unsigned*, memory_space> keys = in_second ? ws.sort.keys : ws.pair_keys;
+  const Kokkos::View<int*, memory_space> sources = in_second ? ws.sort.values : ws.pair_sources;
   if (num_nodes > 0) {
     Kokkos::parallel_for(
         "kfmm::walk::row_bounds", Range(space, 0, 4LL * num_nodes + 1),
-        detail::WalkRowBounds<memory_space>{ws.pair_keys, ws.bounds, ws.split, near_bit, n_pairs, num_nodes});
+        detail::WalkRowBounds<memory_space>{keys, ws.bounds, ws.split, near_bit, n_pairs, num_nodes});
   }
   detail::reserve_at_least(ws.far_rows, num_nodes, "kfmm::walk::far_rows");
   detail::reserve_at_least(ws.far_offsets, num_nodes + 1LL, "kfmm::walk::far_offsets");
@@ -776,10 +804,10 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   }
   lists.far.targets = Kokkos::subview(ws.far_rows, Kokkos::make_pair(0, far_rows));
   lists.far.offsets = Kokkos::subview(ws.far_offsets, Kokkos::make_pair(0, far_rows + 1));
-  lists.far.sources = Kokkos::subview(ws.pair_sources, Kokkos::make_pair(0, first_near));
+  lists.far.sources = Kokkos::subview(sources, Kokkos::make_pair(0, first_near));
   lists.near.targets = Kokkos::subview(ws.near_rows, Kokkos::make_pair(0, near_rows));
   lists.near.offsets = Kokkos::subview(ws.near_offsets, Kokkos::make_pair(0, near_rows + 1));
-  lists.near.sources = Kokkos::subview(ws.pair_sources, Kokkos::make_pair(first_near, n_pairs));
+  lists.near.sources = Kokkos::subview(sources, Kokkos::make_pair(first_near, n_pairs));
   require(near_rows == tree.num_leaves, "dual_tree_walk: ", near_rows, " near rows for ", tree.num_leaves,
           " leaves (inconsistent tree)");
   return lists;

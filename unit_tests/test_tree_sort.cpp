@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "backends.hpp"
@@ -65,6 +66,23 @@ void check_sort(int n, int key_bits, int distinct, std::uint64_t seed, int begin
     REQUIRE(hk(i) == keys[ref[i]]);
   }
   for (int i = n; i < n + 3; ++i) REQUIRE(hv(i) == -7);  // the tail is untouched
+}
+
+/// Device copies of `keys` and of their indices 0 .. n-1 (the payload a stable sort must permute alike).
+template <class M, class Key>
+std::pair<Kokkos::View<Key*, M>, Kokkos::View<int*, M>> upload_keys(const std::vector<Key>& keys) {
+  const int n = static_cast<int>(keys.size());
+  Kokkos::View<Key*, M> dk("keys", n);
+  Kokkos::View<int*, M> dv("values", n);
+  auto hk = Kokkos::create_mirror_view(dk);
+  auto hv = Kokkos::create_mirror_view(dv);
+  for (int i = 0; i < n; ++i) {
+    hk(i) = keys[i];
+    hv(i) = i;
+  }
+  Kokkos::deep_copy(dk, hk);
+  Kokkos::deep_copy(dv, hv);
+  return {dk, dv};
 }
 
 }  // namespace
@@ -168,20 +186,11 @@ TEMPLATE_LIST_TEST_CASE("sort_by_key_bits orders by a bit range on every backend
   kfmm_tree_test::Rng rng(77);
   std::vector<std::uint64_t> keys(n);
   for (auto& k : keys) k = rng.bits() & ((1ull << 63) - 1);
-  Kokkos::View<std::uint64_t*, M> dk("keys", n);
-  Kokkos::View<int*, M> dv("values", n);
-  auto hk = Kokkos::create_mirror_view(dk);
-  auto hv = Kokkos::create_mirror_view(dv);
-  for (int i = 0; i < n; ++i) {
-    hk(i) = keys[i];
-    hv(i) = i;
-  }
-  Kokkos::deep_copy(dk, hk);
-  Kokkos::deep_copy(dv, hv);
+  const auto [dk, dv] = upload_keys<M>(keys);
   kfmm::SortWorkspace<M, std::uint64_t, int> workspace;
   kfmm::sort_by_key_bits(Space(), dk, dv, n, 51, 63, workspace);
-  Kokkos::deep_copy(hk, dk);
-  Kokkos::deep_copy(hv, dv);
+  const auto hk = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dk);
+  const auto hv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dv);
   std::vector<int> ref(n);
   std::iota(ref.begin(), ref.end(), 0);
   std::stable_sort(ref.begin(), ref.end(), [&](int a, int b) { return (keys[a] >> 51) < (keys[b] >> 51); });
@@ -206,16 +215,7 @@ TEMPLATE_LIST_TEST_CASE("sort_by_key_bits_in_either leaves the sorted pairs in o
     kfmm_tree_test::Rng rng(500 + bits);
     std::vector<unsigned> keys(n);
     for (auto& k : keys) k = static_cast<unsigned>(rng.bits() & ((1ull << bits) - 1));
-    Kokkos::View<unsigned*, M> dk("keys", n);
-    Kokkos::View<int*, M> dv("values", n);
-    auto hk = Kokkos::create_mirror_view(dk);
-    auto hv = Kokkos::create_mirror_view(dv);
-    for (int i = 0; i < n; ++i) {
-      hk(i) = keys[i];
-      hv(i) = i;
-    }
-    Kokkos::deep_copy(dk, hk);
-    Kokkos::deep_copy(dv, hv);
+    const auto [dk, dv] = upload_keys<M>(keys);
     kfmm::SortWorkspace<M, unsigned, int> workspace;
     const bool second = kfmm::sort_by_key_bits_in_either(Space(), dk, dv, n, 0, bits, workspace);
     (second ? named_second : named_first) = true;

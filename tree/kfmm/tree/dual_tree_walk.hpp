@@ -9,9 +9,9 @@
 /// concentration rule (concentration_accepts): when one node is heavier (sum |m|) than the other and
 /// its radius is below `concentration_ratio` times the other's, the other's radius must be at most
 /// theta d / 2.
-/// Otherwise a leaf pair is near; a self pair (A, A) of an internal node opens into all pairs of its
-/// children; else the node with the larger radius is split (a leaf never is; on equal radii the larger
-/// node id), so that (A, B) and (B, A) split the same node.
+/// Otherwise a leaf pair is near; a self pair (A, A) of an internal node opens into the pairs of its
+/// children (unordered, below); else the node with the larger radius is split (a leaf never is; on equal
+/// radii the larger node id), so that (A, B) and (B, A) split the same node.
 ///
 /// Unordered pairs. Every decision, and so the whole descent below a pair, is symmetric in its two nodes,
 /// so the walk visits each unordered pair {A, B} once and writes a final pair in both directions,
@@ -299,7 +299,7 @@ struct WalkTiles {
 };
 
 /// One walk round (or one slice of it) in one kernel: every open pair of the team's tile is decided
-/// (far / near / split), the tile's output counts (packed (final pairs << 31) | child pairs) are scanned
+/// (far / near / split), the tile's output counts (packed (final pairs << 30) | child pairs) are scanned
 /// within the team and across tiles by decoupled look-back (core/kfmm/core/tile_scan.hpp), and every
 /// pair then writes its final pair or its child pairs at its offsets. The offsets are those of a global
 /// exclusive scan of the counts in queue order, so the lists do not depend on the schedule.
@@ -535,19 +535,19 @@ void grow_to(View& v, long long needed, long long keep, const char* label) {
 }
 
 /// Makes `queue` (open pairs, 8-byte words) a view of `storage` (4-byte entries, two per word) holding at
-/// least `words` words. When the storage must grow: to exactly `words` words and nothing kept when
-/// keep = 0 (the old buffer released first), else to `words` plus headroom, keeping the first `keep`
-/// words (a counted round's output so far).
+/// least `words` words. When the storage must grow: to `words` words, plus an eighth and 1024 with
+/// `headroom` (a counted round's output, as grow_to), keeping the first `keep` words (that output so far;
+/// with keep = 0 the old buffer is released first, so the two never coexist).
 template <class Storage>
 void reserve_queue(
     Storage& storage,
     Kokkos::View<unsigned long long*, typename Storage::memory_space, Kokkos::MemoryUnmanaged>& queue,
-    long long words, long long keep, const char* label) {
+    long long words, long long keep, bool headroom, const char* label) {
   static_assert(2 * sizeof(typename Storage::value_type) == sizeof(unsigned long long),
                 "a queue word takes two storage entries");
   require(words <= INT_MAX, "dual_tree_walk: ", words, " open pairs exceed the int index range");
   if (2 * words > static_cast<long long>(storage.extent(0))) {
-    const long long cap = keep > 0 ? with_headroom(words, 1024) : words;
+    const long long cap = headroom ? with_headroom(words, 1024) : words;
     if (keep == 0) storage = Storage();
     Storage grown(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
                   static_cast<size_t>(2 * cap));
@@ -556,6 +556,8 @@ void reserve_queue(
                         Kokkos::subview(storage, Kokkos::make_pair(0LL, 2 * keep)));
     storage = grown;
   }
+  require(reinterpret_cast<std::uintptr_t>(storage.data()) % alignof(unsigned long long) == 0,
+          "dual_tree_walk: queue storage not aligned to ", alignof(unsigned long long), " bytes");
   queue = Kokkos::View<unsigned long long*, typename Storage::memory_space, Kokkos::MemoryUnmanaged>(
       reinterpret_cast<unsigned long long*>(storage.data()), storage.extent(0) / 2);
 }
@@ -611,8 +613,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     for (int r = 0; r < planned; ++r) widest[r % 2] = std::max(widest[r % 2], caps[r]);
     // (and the last planned round's output, the first counted round's input when the plan ends early)
     widest[planned % 2] = std::max(widest[planned % 2], caps[planned - 1]);
-    detail::reserve_queue(ws.sort.keys, ws.queue[0], widest[0], 0, "kfmm::walk::queue");
-    detail::reserve_queue(ws.sort.values, ws.queue[1], widest[1], 0, "kfmm::walk::queue");
+    detail::reserve_queue(ws.sort.keys, ws.queue[0], widest[0], 0, false, "kfmm::walk::queue");
+    detail::reserve_queue(ws.sort.values, ws.queue[1], widest[1], 0, false, "kfmm::walk::queue");
     const long long pair_cap = detail::with_headroom(ws.planned_pairs, 1024);
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
@@ -627,16 +629,17 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           "dual_tree_walk: node storage not aligned to ", alignof(Node), " bytes");
   detail::reserve_at_least(ws.bounds, num_nodes, "kfmm::walk::bounds");
   detail::reserve_at_least(ws.split, 4, "kfmm::walk::split");
-  detail::reserve_queue(ws.sort.keys, ws.queue[0], 1, 0, "kfmm::walk::queue");
-  detail::reserve_queue(ws.sort.values, ws.queue[1], 1, 0, "kfmm::walk::queue");
-  // (a queue's storage grows in the counted rounds below: grow_queue refreshes its view)
-  const auto grow_queue = [&](int b, long long words, long long keep) {
+  // (a queue's storage grows in the counted rounds below, with headroom, and to the sort's size after
+  // them, exactly: grow_queue refreshes the queue's view)
+  const auto grow_queue = [&](int b, long long words, long long keep, bool headroom) {
     if (b == 0) {
-      detail::reserve_queue(ws.sort.keys, ws.queue[0], words, keep, "kfmm::walk::queue");
+      detail::reserve_queue(ws.sort.keys, ws.queue[0], words, keep, headroom, "kfmm::walk::queue");
     } else {
-      detail::reserve_queue(ws.sort.values, ws.queue[1], words, keep, "kfmm::walk::queue");
+      detail::reserve_queue(ws.sort.values, ws.queue[1], words, keep, headroom, "kfmm::walk::queue");
     }
   };
+  grow_queue(0, 1, 0, false);
+  grow_queue(1, 1, 0, false);
   Kokkos::parallel_for("kfmm::walk::pack", Range(space, 0, num_nodes),
                        detail::WalkPack<memory_space, Real>{
                            nodes, tree.centres, tree.radii, tree.first_child, tree.num_children,
@@ -746,7 +749,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
                           next + children <= static_cast<long long>(ws.queue[1 - cur].extent(0));
         detail::grow_to(ws.pair_keys, pairs + finals, pairs, "kfmm::walk::pair_keys");
         detail::grow_to(ws.pair_sources, pairs + finals, pairs, "kfmm::walk::pair_sources");
-        grow_queue(1 - cur, next + children, next);
+        grow_queue(1 - cur, next + children, next, true);
         if (!fits) continue;
         pairs += finals;
         next += children;
@@ -769,12 +772,12 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   const int n_pairs = static_cast<int>(pairs);
   // The sort's second key and value buffers are the queues' storage, dead once the rounds are done: the
   // walk holds max(queues, sort buffers) instead of their sum (2e5 Plummer, p 4, theta 0.6, leaf 64: the
-  // walk's buffers 436 -> 338 bytes per particle, docs/tree.md). The sorted pairs stay where the sort's
-  // last pass wrote them (keys and sources below): after an odd number of passes that is this storage,
-  // and copying them back cost ~0.45 ms at 1e7 particles on an H100.
+  // walk's buffers 436 -> 338 bytes per particle in the eleventh session, docs/tree.md). The sorted pairs
+  // stay where the sort's last pass wrote them (keys and sources below): after an odd number of passes that
+  // is this storage, and copying them back cost ~0.45 ms at 1e7 particles on an H100.
   const long long np = n_pairs;
-  grow_queue(0, (np + np / 16 + 1024) / 2 + 1, 0);
-  grow_queue(1, (np + np / 16 + 1024) / 2 + 1, 0);
+  grow_queue(0, (np + np / 16 + 1024) / 2 + 1, 0, false);
+  grow_queue(1, (np + np / 16 + 1024) / 2 + 1, 0, false);
   const bool in_second =
       sort_by_key_bits_in_either(space, ws.pair_keys, ws.pair_sources, n_pairs, 0, node_bits + 1, ws.sort);
   const Kokkos::View<unsigned*, memory_space> keys = in_second ? ws.sort.keys : ws.pair_keys;

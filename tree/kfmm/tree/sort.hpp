@@ -1,7 +1,8 @@
 /// \file sort.hpp
 /// The sort seam of the tree layer: a stable ascending sort of unsigned integer keys that permutes a
-/// payload alongside. Everything in tree/ sorts through `sort_by_key`, so a faster backend-specific
-/// sort can replace the portable one here without touching the callers.
+/// payload alongside. Everything in tree/ sorts through `sort_by_key` and its variants (a bit range; a
+/// result left in either buffer), so a faster backend-specific sort can replace the portable one here
+/// without touching the callers.
 ///
 /// The portable implementation is a least-significant-digit radix sort with up to 8-bit digits, three
 /// kernels per digit: per-tile digit counts, one exclusive scan over the (digit, tile) count matrix,
@@ -29,7 +30,9 @@
 
 namespace kfmm {
 
-/// Reusable temporaries of sort_by_key (grown on demand), so repeated sorts allocate nothing.
+/// Reusable temporaries of sort_by_key (grown on demand), so repeated sorts allocate nothing. keys and
+/// values are the sort's second buffers, which sort_by_key_bits_in_either may leave the result in (the
+/// walk also keeps its open-pair queues there between sorts).
 template <class MemorySpace, class Key, class Value>
 struct SortWorkspace {
   Kokkos::View<Key*, MemorySpace> keys;
@@ -38,7 +41,7 @@ struct SortWorkspace {
   Kokkos::View<unsigned char*, MemorySpace> bytes;  ///< temporary storage of a vendor sort
 
   void reserve(int n, int num_counts) {
-    if (static_cast<int>(keys.extent(0)) < n || static_cast<int>(values.extent(0)) < n) {
+    if (static_cast<long long>(keys.extent(0)) < n || static_cast<long long>(values.extent(0)) < n) {
       keys = Kokkos::View<Key*, MemorySpace>(
           Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("kfmm::sort::keys")), n);
       values = Kokkos::View<Value*, MemorySpace>(

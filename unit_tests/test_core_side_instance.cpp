@@ -6,6 +6,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <type_traits>
@@ -173,31 +174,49 @@ TEMPLATE_LIST_TEST_CASE("StageClock lanes time each instance's stages and leave 
   slow_fill(side, b, 1.0, steps);
   main.fence();
   side.fence();
-  Kokkos::Timer one;
-  slow_fill(main, a, 1.0, steps);
-  main.fence();
-  const double one_fill = one.seconds();
+  // Timings on a shared machine (CI runs two tests at once on two cores): a preempted run is slower, never
+  // faster. So the reference is the fastest of three fenced fills (a slow one made the lower bounds below
+  // fail once), and the clocked run, whose upper bounds a preemption can break, gets three tries; a clock
+  // that books the untimed work or the wait still fails all of them.
+  double one_fill = 0;
+  for (int k = 0; k < 3; ++k) {
+    Kokkos::Timer one;
+    slow_fill(main, a, 1.0, steps);
+    main.fence();
+    one_fill = k == 0 ? one.seconds() : std::min(one_fill, one.seconds());
+  }
 
   Clock clock;
   std::array<double, 4> seconds{};
-  clock.start(main);
-  slow_fill(main, a, 1.0, steps);
-  clock.mark(0);
-  lanes.side_waits_for_main();
-  clock.start_lane(1, side);
-  slow_fill(side, b, 2.0, steps);
-  slow_fill(side, b, 2.0, steps);
-  clock.mark(1, 1);  // two fills on the side
-  for (int k = 0; k < 5; ++k) slow_fill(side, b, 3.0, steps);
-  clock.mark(Clock::not_timed, 1);  // five fills that no stage holds
-  clock.mark(2, 1);                 // nothing
-  lanes.main_waits_for_side();
-  clock.mark(Clock::not_timed, 0);  // main's wait for the side
-  slow_fill(main, a, 4.0, steps);
-  clock.mark(3);
-  clock.finish(seconds);
+  const auto clocked_run = [&] {
+    seconds = {};
+    clock.start(main);
+    slow_fill(main, a, 1.0, steps);
+    clock.mark(0);
+    lanes.side_waits_for_main();
+    clock.start_lane(1, side);
+    slow_fill(side, b, 2.0, steps);
+    slow_fill(side, b, 2.0, steps);
+    clock.mark(1, 1);  // two fills on the side
+    for (int k = 0; k < 5; ++k) slow_fill(side, b, 3.0, steps);
+    clock.mark(Clock::not_timed, 1);  // five fills that no stage holds
+    clock.mark(2, 1);                 // nothing
+    lanes.main_waits_for_side();
+    clock.mark(Clock::not_timed, 0);  // main's wait for the side
+    slow_fill(main, a, 4.0, steps);
+    clock.mark(3);
+    clock.finish(seconds);
+  };
+  const auto within_bounds = [&] {
+    return seconds[0] >= 0.25 * one_fill && seconds[1] >= 0.5 * one_fill && seconds[2] < 0.25 * one_fill &&
+           seconds[3] >= 0.25 * one_fill && seconds[3] < 3 * one_fill;
+  };
+  int tries = 0;
+  do {
+    clocked_run();
+  } while (++tries < 3 && !within_bounds());
   INFO("stages " << seconds[0] << " / " << seconds[1] << " / " << seconds[2] << " / " << seconds[3]
-                 << " s, one fenced fill " << one_fill << " s");
+                 << " s, fastest fenced fill " << one_fill << " s, try " << tries);
   CHECK(seconds[0] >= 0.25 * one_fill);
   CHECK(seconds[1] >= 0.5 * one_fill);  // (two fills)
   CHECK(seconds[2] < 0.25 * one_fill);  // (the untimed fills are not in it)

@@ -4,6 +4,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
 #include <array>
 
 #include "backends.hpp"
@@ -38,11 +39,16 @@ TEMPLATE_LIST_TEST_CASE("StageClock books each stage's device work to its slot",
   busy_work(space, y, steps);  // (warm-up: first launch)
   space.fence();
 
-  // The same three launches, fenced and timed on the host: what the clock must see of stage 1.
-  Kokkos::Timer fenced;
-  for (int k = 0; k < 3; ++k) busy_work(space, y, steps);
-  space.fence();
-  const double fenced_seconds = fenced.seconds();
+  // The same three launches, fenced and timed on the host: what the clock must see of stage 1. The fastest
+  // of three timings: on a shared machine a preempted run is slower, never faster, and a slow reference
+  // would make the lower bound below fail for a correct clock.
+  double fenced_seconds = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Kokkos::Timer fenced;
+    for (int k = 0; k < 3; ++k) busy_work(space, y, steps);
+    space.fence();
+    fenced_seconds = attempt == 0 ? fenced.seconds() : std::min(fenced_seconds, fenced.seconds());
+  }
 
   kfmm::StageClock<Space> clock;
   std::array<double, 4> seconds{0, 0, 0, 1.0};  // (slot 3 is never marked: it must keep its 1.0)

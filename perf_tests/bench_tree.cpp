@@ -1,6 +1,7 @@
 // Tree build and dual-tree walk versus N and leaf size, on Plummer and uniform inputs (fp32).
 // Counters: nodes, leaves, levels, walk rounds, and per particle: directed far pairs (M2L),
-// near leaf pairs, and P2P particle interactions (sum over near pairs of n_target * n_source / N).
+// near leaf pairs, and P2P particle interactions (sum over near pairs of n_target * n_source / N);
+// BM_walk runs both list builds (kfmm::ListBuild sort and scatter) and reports its workspace's bytes.
 //   bench_tree [--tiny] [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -100,10 +101,30 @@ void BM_build(benchmark::State& state) {
   state.counters["levels"] = tree.num_levels;
 }
 
-/// The walk alone with a reused workspace.
+/// Bytes the walk's workspace holds (its arrays of a size per pair, per open pair or per node).
+long long workspace_bytes(const kfmm::WalkWorkspace<Memory>& ws) {
+  long long bytes = 0;
+  const auto add = [&](const auto& v) { bytes += static_cast<long long>(v.span()) * sizeof(v.data()[0]); };
+  add(ws.node_storage);
+  add(ws.pair_keys);
+  add(ws.pair_sources);
+  add(ws.bounds);
+  add(ws.far_rows);
+  add(ws.far_offsets);
+  add(ws.near_rows);
+  add(ws.near_offsets);
+  add(ws.sort.keys);
+  add(ws.sort.values);
+  add(ws.sort.counts);
+  add(ws.sort.bytes);
+  return bytes;
+}
+
+/// The walk alone with a reused workspace, its lists built by ListBuild `build` (0 sort, 1 scatter).
 void BM_walk(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0)), leaf = static_cast<int>(state.range(1));
   const int dist = static_cast<int>(state.range(2));
+  const bool scatter = state.range(3) == 1;
   state.SetLabel(distribution_name(dist));
   const Space space;
   const auto p = make_particles(n, dist);
@@ -111,9 +132,11 @@ void BM_walk(benchmark::State& state) {
   kfmm::WalkWorkspace<Memory> ws;
   kfmm::InteractionLists<Memory> lists;
   kfmm::WalkOptions options{kTheta};
+  options.list_build = scatter ? kfmm::ListBuild::scatter : kfmm::ListBuild::sort;
   const double t =
       kfmm_bench::time_fenced(state, space, [&] { lists = kfmm::dual_tree_walk(space, tree, options, ws); });
   state.counters["ns_per_particle"] = t * 1e9 / n;
+  state.counters["workspace_bytes_per_particle"] = static_cast<double>(workspace_bytes(ws)) / n;
   state.counters["pairs_visited_per_particle"] = static_cast<double>(lists.statistics.pairs_visited) / n;
   state.counters["planned_rounds"] = lists.statistics.planned_rounds;  // steady state: every round
   state.counters["replanned"] = lists.statistics.replanned ? 1 : 0;
@@ -138,15 +161,23 @@ void BM_tree_and_lists(benchmark::State& state) {
   report_lists(state, tree, lists);
 }
 
-void sizes(benchmark::internal::Benchmark* b) {
+/// n, leaf and distribution (and with `builds` the walk's ListBuild, 0 sort, 1 scatter).
+void sizes(benchmark::internal::Benchmark* b, bool builds) {
   const bool device = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
   std::vector<int> ns = {10000, 100000, 1000000};
   if (device) ns.push_back(10000000);
   if (kfmm_bench::tiny()) ns = {10000};
   for (int dist : {0, 1})
     for (int leaf : {16, 32, 64, 128})
-      for (int n : ns) b->Args({n, leaf, dist});
-  b->ArgNames({"n", "leaf", "plummer0_uniform1"})->UseManualTime()->Unit(benchmark::kMillisecond);
+      for (int n : ns)
+        for (int build = 0; build <= (builds ? 1 : 0); ++build)
+          b->Args(builds ? std::vector<int64_t>{n, leaf, dist, build} : std::vector<int64_t>{n, leaf, dist});
+  if (builds) {
+    b->ArgNames({"n", "leaf", "plummer0_uniform1", "sort0_scatter1"});
+  } else {
+    b->ArgNames({"n", "leaf", "plummer0_uniform1"});
+  }
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
@@ -155,8 +186,13 @@ int main(int argc, char** argv) {
   // Benchmarks are registered after looking for --tiny (run_main strips and records it later).
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--tiny") kfmm_bench::tiny() = true;
-  benchmark::RegisterBenchmark("BM_build", BM_build)->Apply(sizes);
-  benchmark::RegisterBenchmark("BM_walk", BM_walk)->Apply(sizes);
-  benchmark::RegisterBenchmark("BM_tree_and_lists", BM_tree_and_lists)->Apply(sizes);
+  benchmark::RegisterBenchmark("BM_build", BM_build)->Apply([](benchmark::internal::Benchmark* b) {
+    sizes(b, false);
+  });
+  benchmark::RegisterBenchmark("BM_walk", BM_walk)->Apply([](benchmark::internal::Benchmark* b) {
+    sizes(b, true);
+  });
+  benchmark::RegisterBenchmark("BM_tree_and_lists", BM_tree_and_lists)
+      ->Apply([](benchmark::internal::Benchmark* b) { sizes(b, false); });
   return kfmm_bench::run_main(argc, argv);
 }

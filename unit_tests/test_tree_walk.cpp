@@ -2,6 +2,7 @@
 // symmetry, determinism, argument checks.
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -107,24 +108,61 @@ void check_lists(const Input& in, const HostTree<Real>& t, const HostList& far, 
   }
 }
 
+/// `o` with its list build set to `build`.
+kfmm::WalkOptions with_build(kfmm::WalkOptions o, kfmm::ListBuild build) {
+  o.list_build = build;
+  return o;
+}
+
+/// A way to build the lists: ListBuild and, for scatter, WalkWorkspace::scatter_slices.
+struct BuildVariant {
+  kfmm::ListBuild build;
+  int scatter_slices;
+};
+/// Sort, then scatter by the backend's choice, by atomic cursors and by sliced counting over 1 and 3 slices.
+constexpr BuildVariant build_variants[] = {{kfmm::ListBuild::sort, 0},
+                                           {kfmm::ListBuild::scatter, 0},
+                                           {kfmm::ListBuild::scatter, -1},
+                                           {kfmm::ListBuild::scatter, 1},
+                                           {kfmm::ListBuild::scatter, 3}};
+
+/// Walks every standard input at each leaf size with every build variant: every invariant, top_far_level,
+/// and exactly the same lists from all of them (scatter places each entry where the stable sort does).
 template <class Space, class Real>
-void check_walks(const kfmm::WalkOptions& o, std::initializer_list<int> leaf_sizes) {
+void check_walks(const kfmm::WalkOptions& options, std::initializer_list<int> leaf_sizes) {
   for (const auto& in : kfmm_tree_test::standard_inputs()) {
     kfmm_tree_test::DeviceInput<Space, Real> d(in);
     for (int leaf_size : leaf_sizes) {
       const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, leaf_size);
-      const auto lists = kfmm::dual_tree_walk(Space(), tree, o);
       const HostTree<Real> host(tree);
-      const HostList far(lists.far);
-      check_lists(in, host, far, HostList(lists.near), o);
-      // top_far_level: the shallowest level of any far target or source (-1 without far pairs).
-      int top = -1;
-      for (size_t r = 0; r < far.targets.size(); ++r)
-        for (int k = far.offsets[r]; k < far.offsets[r + 1]; ++k)
-          for (int node : {far.targets[r], far.sources[k]})
-            if (top < 0 || host.level[node] < top) top = host.level[node];
-      INFO(in.name << " leaf_size = " << leaf_size);
-      REQUIRE(lists.top_far_level == top);
+      std::vector<HostList> sorted;  // (far, near of ListBuild::sort)
+      int sorted_top = -1;
+      for (const BuildVariant v : build_variants) {
+        INFO(in.name << " leaf_size = " << leaf_size << " list_build = " << static_cast<int>(v.build)
+                     << " scatter_slices = " << v.scatter_slices);
+        const kfmm::WalkOptions o = with_build(options, v.build);
+        kfmm::WalkWorkspace<typename Space::memory_space> ws;
+        ws.scatter_slices = v.scatter_slices;
+        const auto lists = kfmm::dual_tree_walk(Space(), tree, o, ws);
+        REQUIRE(lists.statistics.scattered == (v.build == kfmm::ListBuild::scatter));
+        const HostList far(lists.far), near(lists.near);
+        if (sorted.empty()) {
+          check_lists(in, host, far, near, o);
+          // top_far_level: the shallowest level of any far target or source (-1 without far pairs).
+          int top = -1;
+          for (size_t r = 0; r < far.targets.size(); ++r)
+            for (int k = far.offsets[r]; k < far.offsets[r + 1]; ++k)
+              for (int node : {far.targets[r], far.sources[k]})
+                if (top < 0 || host.level[node] < top) top = host.level[node];
+          REQUIRE(lists.top_far_level == top);
+          sorted = {far, near};
+          sorted_top = top;
+        } else {
+          REQUIRE(far == sorted[0]);
+          REQUIRE(near == sorted[1]);
+          REQUIRE(lists.top_far_level == sorted_top);
+        }
+      }
     }
   }
 }
@@ -285,108 +323,116 @@ TEMPLATE_LIST_TEST_CASE("walk reuses a workspace and gives the same lists in sli
   const auto in = kfmm_tree_test::make_input("plummer", 5000, 4);
   kfmm_tree_test::DeviceInput<Space, float> d(in);
   const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 8);
-  const kfmm::WalkOptions o{0.6};
-  kfmm::WalkWorkspace<typename Space::memory_space> ws;
-  const auto first = kfmm::dual_tree_walk(Space(), tree, o, ws);
-  const HostList far1(first.far), near1(first.near);
-  check_lists(in, HostTree<float>(tree), far1, near1, o);
-  REQUIRE(first.statistics.rounds > tree.num_levels);  // pairs of different levels take extra rounds
-  // Each unordered pair is decided once: more than its final pairs, (far + near + self pairs) / 2 (the
-  // other pairs were split), and fewer than the ordered final pairs that a walk over ordered pairs would
-  // have decided on top of its splits.
-  const long long ordered_finals = static_cast<long long>(far1.sources.size() + near1.sources.size());
-  REQUIRE(first.statistics.pairs_visited > (ordered_finals + tree.num_leaves) / 2);
-  REQUIRE(first.statistics.pairs_visited < ordered_finals);
-  // A second walk with the workspace: same lists; a third one reallocates nothing (steady state).
-  const auto second = kfmm::dual_tree_walk(Space(), tree, o, ws);
-  {
-    const HostList far2(second.far), near2(second.near);  // (copied before the workspace is reused)
-    const auto* keys = ws.pair_keys.data();
-    const auto* queue0 = ws.queue[0].data();
-    const auto* queue1 = ws.queue[1].data();
-    const auto third = kfmm::dual_tree_walk(Space(), tree, o, ws);
-    REQUIRE(ws.pair_keys.data() == keys);
-    REQUIRE(ws.queue[0].data() == queue0);
-    REQUIRE(ws.queue[1].data() == queue1);
-    REQUIRE(HostList(third.far) == far2);
-    REQUIRE(HostList(third.near) == near2);
-  }
-  REQUIRE(HostList(second.far) == far1);
-  REQUIRE(HostList(second.near) == near1);
-  REQUIRE(second.statistics.rounds == first.statistics.rounds);
-  REQUIRE(second.statistics.pairs_visited == first.statistics.pairs_visited);
-  // ... and it ran every round from the plan the first walk left (no host round trip per round).
-  REQUIRE(first.statistics.planned_rounds == 0);
-  REQUIRE(second.statistics.planned_rounds == first.statistics.rounds);
-  REQUIRE_FALSE(second.statistics.replanned);
-  // A plan too small for this tree (from a smaller one): re-run counted, same lists.
-  {
-    const auto small_in = kfmm_tree_test::make_input("uniform", 300, 9);
-    kfmm_tree_test::DeviceInput<Space, float> ds(small_in);
-    const auto small = kfmm::build_octree(Space(), ds.positions, ds.masses, 8);
-    kfmm::WalkWorkspace<typename Space::memory_space> w;
-    kfmm::dual_tree_walk(Space(), small, o, w);
-    const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
-    REQUIRE(l.statistics.replanned);
-    REQUIRE(l.statistics.rounds == first.statistics.rounds);
-    REQUIRE(HostList(l.far) == far1);
-    REQUIRE(HostList(l.near) == near1);
-    // The next walk plans from this tree again.
-    const auto again = kfmm::dual_tree_walk(Space(), tree, o, w);
-    REQUIRE_FALSE(again.statistics.replanned);
-    REQUIRE(again.statistics.planned_rounds == first.statistics.rounds);
-    REQUIRE(HostList(again.far) == far1);
-  }
-  // A plan with fewer rounds than the walk needs: counted rounds continue where it ends.
-  {
-    kfmm::WalkWorkspace<typename Space::memory_space> w;
-    w.plan = {1};  // the root pair only
-    w.planned_pairs = 1 << 20;
-    const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
-    REQUIRE(l.statistics.planned_rounds == 1);
-    REQUIRE_FALSE(l.statistics.replanned);
-    REQUIRE(l.statistics.rounds == first.statistics.rounds);
-    REQUIRE(HostList(l.far) == far1);
-    REQUIRE(HostList(l.near) == near1);
-  }
-  // Planned rounds switched off.
-  {
-    kfmm::WalkWorkspace<typename Space::memory_space> w;
-    w.planned_rounds = false;
-    kfmm::dual_tree_walk(Space(), tree, o, w);
-    const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
-    REQUIRE(l.statistics.planned_rounds == 0);
-    REQUIRE(HostList(l.far) == far1);
-  }
-  // Rounds cut into slices of 1, 7 and 1000 open pairs (buffers grow between slices, keeping what
-  // earlier slices wrote): identical lists.
-  for (long long slice : {1LL, 7LL, 1000LL}) {
-    kfmm::WalkWorkspace<typename Space::memory_space> sliced;
-    sliced.slice = slice;
-    const auto l = kfmm::dual_tree_walk(Space(), tree, o, sliced);
-    REQUIRE(HostList(l.far) == far1);
-    REQUIRE(HostList(l.near) == near1);
-    // Planned rounds in slices (the slices chain their totals on the device): the same lists.
-    if (slice == 1) continue;  // (a launch per open pair)
-    const auto planned = kfmm::dual_tree_walk(Space(), tree, o, sliced);
-    REQUIRE(planned.statistics.planned_rounds == first.statistics.rounds);
-    REQUIRE_FALSE(planned.statistics.replanned);
-    REQUIRE(HostList(planned.far) == far1);
-    REQUIRE(HostList(planned.near) == near1);
-    // ... and a plan too small for it, in slices: flagged, re-run counted, the same lists.
-    sliced.plan.assign(sliced.plan.size(), 1);
-    const auto small = kfmm::dual_tree_walk(Space(), tree, o, sliced);
-    REQUIRE(small.statistics.replanned);
-    REQUIRE(HostList(small.far) == far1);
-    REQUIRE(HostList(small.near) == near1);
-  }
-  const auto fresh = kfmm::dual_tree_walk(Space(), tree, o);
-  REQUIRE(HostList(fresh.far) == far1);
-  REQUIRE(HostList(fresh.near) == near1);
-  for (long long slice : {0LL, (1LL << 24) + 1}) {
-    kfmm::WalkWorkspace<typename Space::memory_space> bad;
-    bad.slice = slice;
-    REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, o, bad), kfmm::Error);
+  std::vector<HostList> reference;  // (the first variant's far and near lists: every variant gives them)
+  for (const BuildVariant v : build_variants) {
+    const kfmm::WalkOptions o = with_build(kfmm::WalkOptions{0.6}, v.build);
+    INFO("list_build = " << static_cast<int>(v.build) << " scatter_slices = " << v.scatter_slices);
+    kfmm::WalkWorkspace<typename Space::memory_space> ws;
+    ws.scatter_slices = v.scatter_slices;
+    const auto first = kfmm::dual_tree_walk(Space(), tree, o, ws);
+    const HostList far1(first.far), near1(first.near);
+    check_lists(in, HostTree<float>(tree), far1, near1, o);
+    if (reference.empty()) reference = {far1, near1};
+    REQUIRE(far1 == reference[0]);
+    REQUIRE(near1 == reference[1]);
+    REQUIRE(first.statistics.rounds > tree.num_levels);  // pairs of different levels take extra rounds
+    // Each unordered pair is decided once: more than its final pairs, (far + near + self pairs) / 2 (the
+    // other pairs were split), and fewer than the ordered final pairs that a walk over ordered pairs would
+    // have decided on top of its splits.
+    const long long ordered_finals = static_cast<long long>(far1.sources.size() + near1.sources.size());
+    REQUIRE(first.statistics.pairs_visited > (ordered_finals + tree.num_leaves) / 2);
+    REQUIRE(first.statistics.pairs_visited < ordered_finals);
+    // A second walk with the workspace: same lists; a third one reallocates nothing (steady state).
+    const auto second = kfmm::dual_tree_walk(Space(), tree, o, ws);
+    {
+      const HostList far2(second.far), near2(second.near);  // (copied before the workspace is reused)
+      const auto* keys = ws.pair_keys.data();
+      const auto* queue0 = ws.queue[0].data();
+      const auto* queue1 = ws.queue[1].data();
+      const auto third = kfmm::dual_tree_walk(Space(), tree, o, ws);
+      REQUIRE(ws.pair_keys.data() == keys);
+      REQUIRE(ws.queue[0].data() == queue0);
+      REQUIRE(ws.queue[1].data() == queue1);
+      REQUIRE(HostList(third.far) == far2);
+      REQUIRE(HostList(third.near) == near2);
+    }
+    REQUIRE(HostList(second.far) == far1);
+    REQUIRE(HostList(second.near) == near1);
+    REQUIRE(second.statistics.rounds == first.statistics.rounds);
+    REQUIRE(second.statistics.pairs_visited == first.statistics.pairs_visited);
+    // ... and it ran every round from the plan the first walk left (no host round trip per round).
+    REQUIRE(first.statistics.planned_rounds == 0);
+    REQUIRE(second.statistics.planned_rounds == first.statistics.rounds);
+    REQUIRE_FALSE(second.statistics.replanned);
+    // A plan too small for this tree (from a smaller one): re-run counted, same lists.
+    {
+      const auto small_in = kfmm_tree_test::make_input("uniform", 300, 9);
+      kfmm_tree_test::DeviceInput<Space, float> ds(small_in);
+      const auto small = kfmm::build_octree(Space(), ds.positions, ds.masses, 8);
+      kfmm::WalkWorkspace<typename Space::memory_space> w;
+      kfmm::dual_tree_walk(Space(), small, o, w);
+      const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
+      REQUIRE(l.statistics.replanned);
+      REQUIRE(l.statistics.rounds == first.statistics.rounds);
+      REQUIRE(HostList(l.far) == far1);
+      REQUIRE(HostList(l.near) == near1);
+      // The next walk plans from this tree again.
+      const auto again = kfmm::dual_tree_walk(Space(), tree, o, w);
+      REQUIRE_FALSE(again.statistics.replanned);
+      REQUIRE(again.statistics.planned_rounds == first.statistics.rounds);
+      REQUIRE(HostList(again.far) == far1);
+    }
+    // A plan with fewer rounds than the walk needs: counted rounds continue where it ends.
+    {
+      kfmm::WalkWorkspace<typename Space::memory_space> w;
+      w.plan = {1};  // the root pair only
+      w.planned_pairs = 1 << 20;
+      const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
+      REQUIRE(l.statistics.planned_rounds == 1);
+      REQUIRE_FALSE(l.statistics.replanned);
+      REQUIRE(l.statistics.rounds == first.statistics.rounds);
+      REQUIRE(HostList(l.far) == far1);
+      REQUIRE(HostList(l.near) == near1);
+    }
+    // Planned rounds switched off.
+    {
+      kfmm::WalkWorkspace<typename Space::memory_space> w;
+      w.planned_rounds = false;
+      kfmm::dual_tree_walk(Space(), tree, o, w);
+      const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
+      REQUIRE(l.statistics.planned_rounds == 0);
+      REQUIRE(HostList(l.far) == far1);
+    }
+    // Rounds cut into slices of 1, 7 and 1000 open pairs (buffers grow between slices, keeping what
+    // earlier slices wrote): identical lists.
+    for (long long slice : {1LL, 7LL, 1000LL}) {
+      kfmm::WalkWorkspace<typename Space::memory_space> sliced;
+      sliced.slice = slice;
+      const auto l = kfmm::dual_tree_walk(Space(), tree, o, sliced);
+      REQUIRE(HostList(l.far) == far1);
+      REQUIRE(HostList(l.near) == near1);
+      // Planned rounds in slices (the slices chain their totals on the device): the same lists.
+      if (slice == 1) continue;  // (a launch per open pair)
+      const auto planned = kfmm::dual_tree_walk(Space(), tree, o, sliced);
+      REQUIRE(planned.statistics.planned_rounds == first.statistics.rounds);
+      REQUIRE_FALSE(planned.statistics.replanned);
+      REQUIRE(HostList(planned.far) == far1);
+      REQUIRE(HostList(planned.near) == near1);
+      // ... and a plan too small for it, in slices: flagged, re-run counted, the same lists.
+      sliced.plan.assign(sliced.plan.size(), 1);
+      const auto small = kfmm::dual_tree_walk(Space(), tree, o, sliced);
+      REQUIRE(small.statistics.replanned);
+      REQUIRE(HostList(small.far) == far1);
+      REQUIRE(HostList(small.near) == near1);
+    }
+    const auto fresh = kfmm::dual_tree_walk(Space(), tree, o);
+    REQUIRE(HostList(fresh.far) == far1);
+    REQUIRE(HostList(fresh.near) == near1);
+    for (long long slice : {0LL, (1LL << 24) + 1}) {
+      kfmm::WalkWorkspace<typename Space::memory_space> bad;
+      bad.slice = slice;
+      REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, o, bad), kfmm::Error);
+    }
   }
 }
 
@@ -404,7 +450,7 @@ TEMPLATE_LIST_TEST_CASE("walk lists come from either buffer of the pair sort", "
     const auto in = kfmm_tree_test::make_input(c.name, c.n, 21);
     kfmm_tree_test::DeviceInput<Space, float> d(in);
     const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, c.leaf_size);
-    const kfmm::WalkOptions o{0.6};
+    const kfmm::WalkOptions o = with_build(kfmm::WalkOptions{0.6}, kfmm::ListBuild::sort);
     kfmm::WalkWorkspace<typename Space::memory_space> ws;
     for (int walk = 0; walk < 2; ++walk) {  // counted, then planned rounds
       const auto lists = kfmm::dual_tree_walk(Space(), tree, o, ws);
@@ -429,6 +475,29 @@ TEMPLATE_LIST_TEST_CASE("walk rejects bad options", "[tree][walk]", kfmm_test::E
     REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{theta}), kfmm::Error);
   for (double sep : {-1.0, static_cast<double>(INFINITY), std::nan("")})
     REQUIRE_THROWS_AS(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.5, sep}), kfmm::Error);
+  REQUIRE_THROWS_WITH(kfmm::dual_tree_walk(Space(), tree, with_build({0.5}, static_cast<kfmm::ListBuild>(7))),
+                      Catch::Matchers::ContainsSubstring("list_build = 7"));
+  for (int slices : {-2, 1025}) {
+    kfmm::WalkWorkspace<typename Space::memory_space> bad;
+    bad.scatter_slices = slices;
+    REQUIRE_THROWS_WITH(kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.5}, bad),
+                        Catch::Matchers::ContainsSubstring("scatter_slices = " + std::to_string(slices)));
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("ListBuild::automatic scatters on the host and sorts on GPUs", "[tree][walk]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  const auto in = kfmm_tree_test::make_input("plummer", 4000, 5);
+  kfmm_tree_test::DeviceInput<Space, float> d(in);
+  const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 8);
+  const auto automatic = kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.6});
+  const bool host = kfmm::detail::is_host_execution_space<Space>;
+  REQUIRE(automatic.statistics.scattered == host);
+  const auto asked = kfmm::dual_tree_walk(
+      Space(), tree, with_build({0.6}, host ? kfmm::ListBuild::scatter : kfmm::ListBuild::sort));
+  REQUIRE(HostList(automatic.far) == HostList(asked.far));
+  REQUIRE(HostList(automatic.near) == HostList(asked.near));
 }
 
 #if defined(KOKKOS_ENABLE_SERIAL) && defined(KOKKOS_ENABLE_OPENMP)
@@ -439,13 +508,18 @@ TEST_CASE("walk lists are identical on Serial and OpenMP", "[tree][walk]") {
     kfmm_tree_test::DeviceInput<Kokkos::OpenMP, float> dp(in);
     const auto ts = kfmm::build_octree(Kokkos::Serial(), ds.positions, ds.masses, 16);
     const auto tp = kfmm::build_octree(Kokkos::OpenMP(), dp.positions, dp.masses, 16);
-    const kfmm::WalkOptions o{0.6};
-    const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, o);
-    const auto lp = kfmm::dual_tree_walk(Kokkos::OpenMP(), tp, o);
-    REQUIRE(HostList(ls.far) == HostList(lp.far));
-    REQUIRE(HostList(ls.near) == HostList(lp.near));
-    REQUIRE(ls.statistics.rounds == lp.statistics.rounds);
-    REQUIRE(ls.statistics.pairs_visited == lp.statistics.pairs_visited);
+    for (const BuildVariant v : build_variants) {
+      INFO(name << " list_build = " << static_cast<int>(v.build) << " scatter_slices = " << v.scatter_slices);
+      const kfmm::WalkOptions o = with_build(kfmm::WalkOptions{0.6}, v.build);
+      kfmm::WalkWorkspace<Kokkos::HostSpace> ws_serial, ws_openmp;
+      ws_serial.scatter_slices = ws_openmp.scatter_slices = v.scatter_slices;
+      const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, o, ws_serial);
+      const auto lp = kfmm::dual_tree_walk(Kokkos::OpenMP(), tp, o, ws_openmp);
+      REQUIRE(HostList(ls.far) == HostList(lp.far));
+      REQUIRE(HostList(ls.near) == HostList(lp.near));
+      REQUIRE(ls.statistics.rounds == lp.statistics.rounds);
+      REQUIRE(ls.statistics.pairs_visited == lp.statistics.pairs_visited);
+    }
   }
 }
 #endif
@@ -471,16 +545,20 @@ TEST_CASE("tree and walk lists are identical on Serial and Cuda", "[tree][walk]"
     REQUIRE(hs.leaves == hc.leaves);
     REQUIRE(hs.centres == hc.centres);
     REQUIRE(hs.radii == hc.radii);
-    const kfmm::WalkOptions o{0.6};
-    kfmm::WalkWorkspace<Kokkos::CudaSpace> ws;
-    const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, o);
-    const auto lc = kfmm::dual_tree_walk(Kokkos::Cuda(), tc, o, ws);
-    REQUIRE(HostList(ls.far) == HostList(lc.far));
-    REQUIRE(HostList(ls.near) == HostList(lc.near));
-    const auto planned = kfmm::dual_tree_walk(Kokkos::Cuda(), tc, o, ws);  // planned rounds on the device
-    REQUIRE(planned.statistics.planned_rounds == ls.statistics.rounds);
-    REQUIRE(HostList(ls.far) == HostList(planned.far));
-    REQUIRE(HostList(ls.near) == HostList(planned.near));
+    for (const BuildVariant v : build_variants) {
+      INFO(name << " list_build = " << static_cast<int>(v.build) << " scatter_slices = " << v.scatter_slices);
+      const kfmm::WalkOptions o = with_build(kfmm::WalkOptions{0.6}, v.build);
+      kfmm::WalkWorkspace<Kokkos::CudaSpace> ws;
+      ws.scatter_slices = v.scatter_slices;
+      const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, with_build({0.6}, kfmm::ListBuild::sort));
+      const auto lc = kfmm::dual_tree_walk(Kokkos::Cuda(), tc, o, ws);
+      REQUIRE(HostList(ls.far) == HostList(lc.far));
+      REQUIRE(HostList(ls.near) == HostList(lc.near));
+      const auto planned = kfmm::dual_tree_walk(Kokkos::Cuda(), tc, o, ws);  // planned rounds on the device
+      REQUIRE(planned.statistics.planned_rounds == ls.statistics.rounds);
+      REQUIRE(HostList(ls.far) == HostList(planned.far));
+      REQUIRE(HostList(ls.near) == HostList(planned.near));
+    }
   }
 }
 #endif

@@ -79,7 +79,23 @@
 
 namespace kfmm {
 
-/// Parameters of the multipole acceptance criterion.
+/// How dual_tree_walk turns its final pairs into the CSR rows of the lists. Both give the same lists
+/// (the same rows, each with the same set of sources); they differ in memory, time and the order of the
+/// sources within a row.
+enum class ListBuild {
+  /// scatter on host backends, sort on GPUs (where scatter has not been timed yet).
+  automatic,
+  /// Every final pair in both directions, one stable radix sort by (near, target): the sort's keys,
+  /// values and their second buffers, ~16 bytes per list entry at the peak. A row's sources come in walk
+  /// order.
+  sort,
+  /// Every final pair once (one direction), rows counted, the pairs scattered into place in both
+  /// directions by atomic row cursors, then each row sorted by source: the unordered pairs and the
+  /// lists, ~8 bytes per list entry. A row's sources come in ascending order.
+  scatter
+};
+
+/// Parameters of the multipole acceptance criterion and of the lists' construction.
 struct WalkOptions {
   /// Opening angle: far iff r_A + r_B <= theta d. 0 < theta < 1.
   double theta = 0.5;
@@ -89,6 +105,8 @@ struct WalkOptions {
   /// fraction of its radius (a compact mass: coincident particles, a black hole's leaf) allows the
   /// partner a radius of at most theta d / 2. In [0, 1]; 0 turns the rule off.
   double concentration_ratio = 0.1;
+  /// How the CSR rows are built (ListBuild); the lists' pairs do not depend on it.
+  ListBuild list_build = ListBuild::automatic;
 };
 
 namespace detail {
@@ -152,6 +170,7 @@ struct WalkStatistics {
   long long pairs_visited = 0;  ///< unordered node pairs decided (tested against the MAC)
   int planned_rounds = 0;       ///< rounds run from the workspace's plan, without a host round trip
   bool replanned = false;       ///< the plan was too small somewhere: the walk was re-run counted
+  bool scattered = false;       ///< the rows were built by ListBuild::scatter (else by the sort)
 };
 
 /// The two lists of a walk, in the memory space of the tree. Their sources Views hold exactly their
@@ -206,6 +225,12 @@ struct WalkWorkspace {
   long long slice = 1LL << 24;
   /// Run planned rounds when a plan exists (the default; false: every round is counted).
   bool planned_rounds = true;
+  /// ListBuild::scatter's variant: 0 = the backend's (host: sliced counting, one slice per thread up to
+  /// 16; GPUs: atomic cursors), 1..1024 = sliced counting over that many slices, -1 = atomic cursors.
+  /// The lists are the same for every choice (tests run them all).
+  int scatter_slices = 0;
+  /// ListBuild::scatter: per row (and slice) the entry counts, then the cursors.
+  Kokkos::View<int*, MemorySpace> row_counts;
   /// The plan: open pairs per round and final pairs of the last walk with this workspace.
   std::vector<long long> plan;
   long long planned_pairs = 0;
@@ -328,6 +353,7 @@ struct WalkRound {
                     // (planned: child base + child pairs, i.e. the round's open pairs so far)
   int overflow_at;  // planned round: set to 1 when a capacity was too small; -1: counted
   bool last_slice;  // planned: the round's last slice (its open pairs beyond begin + m overflow)
+  bool mirror;      // write a final pair {t, s} in both directions (ListBuild::sort), else once
   int tile_items;   // team size x I
 
   KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
@@ -364,7 +390,7 @@ struct WalkRound {
         source[k] = s;
         action[k] = static_cast<unsigned char>(act);
         if (act == kWalkFar || act == kWalkNear) {
-          count[k] = (t == s ? 1ULL : 2ULL) << walk_final_shift;  // both directions of {t, s}
+          count[k] = (mirror && t != s ? 2ULL : 1ULL) << walk_final_shift;  // (both directions of {t, s})
         } else {
           const WalkNode<Real>& split = act == kWalkSplitSource ? b : a;
           child_first[k] = split.first_child;
@@ -411,7 +437,7 @@ struct WalkRound {
             pair_keys(p) = static_cast<unsigned>(t) | near;
             pair_sources(p) = s;
           }
-          if (t != s && p + 1 < pair_cap) {  // the same pair seen from s
+          if (mirror && t != s && p + 1 < pair_cap) {  // the same pair seen from s
             pair_keys(p + 1) = static_cast<unsigned>(s) | near;
             pair_sources(p + 1) = t;
           }
@@ -515,6 +541,200 @@ struct WalkCompactRows {
   }
 };
 
+/// ListBuild::scatter. A stored final pair i = {t, s} stands for the list entries 2i (row t, source s)
+/// and, unless t == s, 2i + 1 (row s, source t): the sequence that ListBuild::sort writes and sorts
+/// stably by row. Both variants below place every entry in its row in the order of the entry indices,
+/// i.e. exactly where the stable sort puts it: the lists do not depend on the build. A row is (near, t),
+/// numbered near * num_nodes + t: all far rows by target, then all near rows (the sort's key order).
+struct WalkEntry {
+  int row, source;
+};
+/// Entry 2i + mirror of the stored pair (key, s) (near_bit marks a near pair).
+KOKKOS_INLINE_FUNCTION WalkEntry walk_entry(const unsigned key, const int s, const bool mirror,
+                                            const unsigned near_bit, const int num_nodes) {
+  const int t = static_cast<int>(key & (near_bit - 1));
+  const int base = (key & near_bit) != 0 ? num_nodes : 0;
+  return mirror ? WalkEntry{base + s, t} : WalkEntry{base + t, s};
+}
+
+/// Sliced counting (host backends): the stored pairs are cut into `slices` consecutive blocks, one per
+/// thread. Pass 1: each slice counts its entries per row into its own column counts(row * slices + slice)
+/// (zeroed before), with no atomics.
+template <class MemorySpace>
+struct WalkCountSlices {
+  Kokkos::View<const unsigned*, MemorySpace> keys;
+  Kokkos::View<const int*, MemorySpace> sources;
+  Kokkos::View<int*, MemorySpace> counts;
+  long long pairs;
+  unsigned near_bit;
+  int num_nodes, slices;
+  KOKKOS_INLINE_FUNCTION void operator()(const int slice) const {
+    const long long end = pairs * (slice + 1) / slices;
+    for (long long i = pairs * slice / slices; i < end; ++i) {
+      const unsigned key = keys(i);
+      const int s = sources(i);
+      counts(static_cast<long long>(walk_entry(key, s, false, near_bit, num_nodes).row) * slices + slice) +=
+          1;
+      if (static_cast<int>(key & (near_bit - 1)) != s)
+        counts(static_cast<long long>(walk_entry(key, s, true, near_bit, num_nodes).row) * slices + slice) +=
+            1;
+    }
+  }
+};
+
+/// Pass 2, both variants: an exclusive scan of the counts in row order (sliced counting: row by row,
+/// each row's slices in order; atomic cursors: one count per row, slices = 1) turns them into the
+/// places where each slice's (or row's) entries start. Writes the rows' bounds, far rows in
+/// bounds(t, 0..1), near rows in bounds(t, 2..3); split(0) = the first near entry and split(4) = all
+/// entries (checked on the host).
+template <class MemorySpace>
+struct WalkRowOffsets {
+  using value_type = long long;
+  Kokkos::View<int*, MemorySpace> counts;
+  Kokkos::View<int* [4], MemorySpace> bounds;
+  Kokkos::View<int*, MemorySpace> split;
+  int num_nodes, slices;
+  KOKKOS_INLINE_FUNCTION void operator()(const long long j, value_type& prefix, const bool final) const {
+    const long long rows = 2LL * num_nodes, end = rows * slices;
+    if (final && j % slices == 0) {
+      const long long row = j / slices;
+      if (row > 0)
+        bounds(static_cast<int>((row - 1) % num_nodes), (row - 1) < num_nodes ? 1 : 3) =
+            static_cast<int>(prefix);
+      if (row < rows)
+        bounds(static_cast<int>(row % num_nodes), row < num_nodes ? 0 : 2) = static_cast<int>(prefix);
+      if (row == num_nodes) split(0) = static_cast<int>(prefix);
+      if (row == rows) split(4) = static_cast<int>(prefix);
+    }
+    if (j == end) return;
+    const int count = counts(j);
+    if (final) counts(j) = static_cast<int>(prefix);
+    prefix += count;
+  }
+};
+
+/// Sliced counting, pass 3: each slice writes its entries, in entry order, at its cursors in each row.
+template <class MemorySpace>
+struct WalkScatterSlices {
+  Kokkos::View<const unsigned*, MemorySpace> keys;
+  Kokkos::View<const int*, MemorySpace> pair_sources;
+  Kokkos::View<int*, MemorySpace> counts;
+  Kokkos::View<int*, MemorySpace> sources;
+  long long pairs;
+  unsigned near_bit;
+  int num_nodes, slices;
+  KOKKOS_INLINE_FUNCTION void operator()(const int slice) const {
+    const long long end = pairs * (slice + 1) / slices;
+    for (long long i = pairs * slice / slices; i < end; ++i) {
+      const unsigned key = keys(i);
+      const int s = pair_sources(i);
+      const WalkEntry a = walk_entry(key, s, false, near_bit, num_nodes);
+      sources(counts(static_cast<long long>(a.row) * slices + slice)++) = a.source;
+      if (static_cast<int>(key & (near_bit - 1)) != s) {
+        const WalkEntry b = walk_entry(key, s, true, near_bit, num_nodes);
+        sources(counts(static_cast<long long>(b.row) * slices + slice)++) = b.source;
+      }
+    }
+  }
+};
+
+/// Atomic cursors (GPUs: too many threads for a column of counts each). Pass 1: every row's entry count
+/// by atomic increments (counts zeroed before).
+template <class MemorySpace>
+struct WalkCountRows {
+  Kokkos::View<const unsigned*, MemorySpace> keys;
+  Kokkos::View<const int*, MemorySpace> sources;
+  Kokkos::View<int*, MemorySpace> counts;
+  unsigned near_bit;
+  int num_nodes;
+  KOKKOS_INLINE_FUNCTION void operator()(const long long i) const {
+    const unsigned key = keys(i);
+    const int s = sources(i);
+    Kokkos::atomic_add(&counts(walk_entry(key, s, false, near_bit, num_nodes).row), 1);
+    if (static_cast<int>(key & (near_bit - 1)) != s)
+      Kokkos::atomic_add(&counts(walk_entry(key, s, true, near_bit, num_nodes).row), 1);
+  }
+};
+
+/// Atomic cursors, pass 3: every entry takes the next place of its row from the row's cursor and writes
+/// its entry index there (as unsigned: 2 x pairs may pass INT_MAX), in an order that varies run to run.
+template <class MemorySpace>
+struct WalkScatterRows {
+  Kokkos::View<const unsigned*, MemorySpace> keys;
+  Kokkos::View<const int*, MemorySpace> pair_sources;
+  Kokkos::View<int*, MemorySpace> counts;
+  Kokkos::View<unsigned*, MemorySpace, Kokkos::MemoryUnmanaged> entries;
+  unsigned near_bit;
+  int num_nodes;
+  KOKKOS_INLINE_FUNCTION void operator()(const long long i) const {
+    const unsigned key = keys(i);
+    const int s = pair_sources(i);
+    const unsigned e = 2 * static_cast<unsigned>(i);
+    entries(Kokkos::atomic_fetch_add(&counts(walk_entry(key, s, false, near_bit, num_nodes).row), 1)) = e;
+    if (static_cast<int>(key & (near_bit - 1)) != s)
+      entries(Kokkos::atomic_fetch_add(&counts(walk_entry(key, s, true, near_bit, num_nodes).row), 1)) =
+          e + 1;
+  }
+};
+
+/// Moves a[root] down the max-heap a[0, end) to its place.
+KOKKOS_INLINE_FUNCTION void sift_down(unsigned* a, int root, const int end) {
+  const unsigned v = a[root];
+  for (;;) {
+    int child = 2 * root + 1;
+    if (child >= end) break;
+    if (child + 1 < end && a[child + 1] > a[child]) ++child;
+    if (a[child] <= v) break;
+    a[root] = a[child];
+    root = child;
+  }
+  a[root] = v;
+}
+
+/// Sorts a[0, n) ascending in place: insertion sort up to 16 entries, heapsort above (O(n log n), no
+/// memory beyond the range, no recursion: one GPU thread can run it).
+KOKKOS_INLINE_FUNCTION void sort_row(unsigned* a, const int n) {
+  if (n <= 16) {
+    for (int i = 1; i < n; ++i) {
+      const unsigned v = a[i];
+      int j = i;
+      for (; j > 0 && a[j - 1] > v; --j) a[j] = a[j - 1];
+      a[j] = v;
+    }
+    return;
+  }
+  for (int root = n / 2 - 1; root >= 0; --root) sift_down(a, root, n);
+  for (int end = n - 1; end > 0; --end) {
+    const unsigned top = a[0];
+    a[0] = a[end];
+    a[end] = top;
+    sift_down(a, 0, end);
+  }
+}
+
+/// Atomic cursors, pass 4: one thread per node sorts the entry indices of its far and near row (the
+/// stable order) and replaces each by its source.
+template <class MemorySpace>
+struct WalkSortRows {
+  Kokkos::View<const unsigned*, MemorySpace> keys;
+  Kokkos::View<const int*, MemorySpace> pair_sources;
+  Kokkos::View<const int* [4], MemorySpace> bounds;
+  Kokkos::View<unsigned*, MemorySpace, Kokkos::MemoryUnmanaged> entries;
+  unsigned near_bit;
+  KOKKOS_INLINE_FUNCTION void operator()(const int t) const {
+    for (int q = 0; q < 4; q += 2) {
+      const int begin = bounds(t, q), end = bounds(t, q + 1);
+      sort_row(entries.data() + begin, end - begin);
+      for (int k = begin; k < end; ++k) {
+        const unsigned e = entries(k);
+        const long long i = e >> 1;
+        const int source = (e & 1u) != 0 ? static_cast<int>(keys(i) & (near_bit - 1)) : pair_sources(i);
+        entries(k) = static_cast<unsigned>(source);
+      }
+    }
+  }
+};
+
 /// The walk's capacity for n entries: an eighth of headroom (memory per particle matters; a time step
 /// changes the counts far less) plus `slack`, at most INT_MAX.
 inline long long with_headroom(long long n, long long slack) {
@@ -581,6 +801,15 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           "dual_tree_walk: concentration_ratio = ", options.concentration_ratio, " must lie in [0, 1]");
   require(ws.slice >= 1 && ws.slice <= detail::max_walk_slice, "dual_tree_walk: workspace slice = ", ws.slice,
           " must lie in [1, 2^24]");
+  require(ws.scatter_slices >= -1 && ws.scatter_slices <= 1024,
+          "dual_tree_walk: workspace scatter_slices = ", ws.scatter_slices, " must lie in [-1, 1024]");
+  require(options.list_build == ListBuild::automatic || options.list_build == ListBuild::sort ||
+              options.list_build == ListBuild::scatter,
+          "dual_tree_walk: list_build = ", static_cast<int>(options.list_build),
+          " is not a ListBuild (automatic, sort, scatter)");
+  const bool scatter =
+      options.list_build == ListBuild::scatter ||
+      (options.list_build == ListBuild::automatic && detail::is_host_execution_space<ExecutionSpace>);
   InteractionLists<memory_space> lists;
   const int num_nodes = tree.num_nodes;
 
@@ -628,7 +857,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   require(reinterpret_cast<std::uintptr_t>(ws.node_storage.data()) % alignof(Node) == 0,
           "dual_tree_walk: node storage not aligned to ", alignof(Node), " bytes");
   detail::reserve_at_least(ws.bounds, num_nodes, "kfmm::walk::bounds");
-  detail::reserve_at_least(ws.split, 4, "kfmm::walk::split");
+  detail::reserve_at_least(ws.split, 5, "kfmm::walk::split");
   // (a queue's storage grows in the counted rounds below, with headroom, and to the sort's size after
   // them, exactly: grow_queue refreshes the queue's view)
   const auto grow_queue = [&](int b, long long words, long long keep, bool headroom) {
@@ -678,6 +907,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     round.out_at = out_at;
     round.overflow_at = overflow;
     round.last_slice = last_slice;
+    round.mirror = !scatter;
     round.tile_items = team * decltype(round)::I;
     const long long tiles = std::max<long long>(1, (m + round.tile_items - 1LL) / round.tile_items);
     round.scan = TileScan<memory_space>(ws.tiles, ws.tiles.prepare(space, tiles), tiles);
@@ -767,25 +997,74 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   ws.plan = sizes;
   ws.planned_pairs = pairs;
 
-  // CSR: sort the final pairs by (near, target), mark the rows' bounds, compact the rows.
+  // CSR: sort the final pairs by (near, target) and mark the rows' bounds, or count, scatter and sort the
+  // rows (ListBuild); then compact the rows.
   require(pairs <= INT_MAX, "dual_tree_walk: ", pairs, " pairs exceed the int index range of the lists");
-  const int n_pairs = static_cast<int>(pairs);
-  // The sort's second key and value buffers are the queues' storage, dead once the rounds are done: the
-  // walk holds max(queues, sort buffers) instead of their sum (2e5 Plummer, p 4, theta 0.6, leaf 64: the
-  // walk's buffers 436 -> 338 bytes per particle in the eleventh session, docs/tree.md). The sorted pairs
-  // stay where the sort's last pass wrote them (keys and sources below): after an odd number of passes that
-  // is this storage, and copying them back cost ~0.45 ms at 1e7 particles on an H100.
-  const long long np = n_pairs;
-  grow_queue(0, (np + np / 16 + 1024) / 2 + 1, 0, false);
-  grow_queue(1, (np + np / 16 + 1024) / 2 + 1, 0, false);
-  const bool in_second =
-      sort_by_key_bits_in_either(space, ws.pair_keys, ws.pair_sources, n_pairs, 0, node_bits + 1, ws.sort);
-  const Kokkos::View<unsigned*, memory_space> keys = in_second ? ws.sort.keys : ws.pair_keys;
-  const Kokkos::View<int*, memory_space> sources = in_second ? ws.sort.values : ws.pair_sources;
-  if (num_nodes > 0) {
-    Kokkos::parallel_for(
-        "kfmm::walk::row_bounds", Range(space, 0, 4LL * num_nodes + 1),
-        detail::WalkRowBounds<memory_space>{keys, ws.bounds, ws.split, near_bit, n_pairs, num_nodes});
+  // List entries: with scatter every stored pair but the leaves' self pairs gives two.
+  const long long np = scatter ? 2 * pairs - (num_nodes > 0 ? tree.num_leaves : 0) : pairs;
+  require(np >= 0 && np <= INT_MAX, "dual_tree_walk: ", np,
+          " list entries exceed the int index range of the lists (or an inconsistent tree)");
+  const int n_pairs = static_cast<int>(np);
+  Kokkos::View<int*, memory_space> sources;
+  if (scatter) {
+    // The lists' sources take queue 1's storage (dead once the rounds are done); counts and cursors are
+    // per row (atomic) or per row and slice.
+    lists.statistics.scattered = true;
+    grow_queue(1, (np + np / 16 + 1024) / 2 + 1, 0, false);
+    sources = ws.sort.values;
+    const int slices = ws.scatter_slices != 0 ? ws.scatter_slices
+                       : detail::is_host_execution_space<ExecutionSpace>
+                           ? std::max(1, std::min(compat::concurrency(space), 16))
+                           : -1;
+    if (num_nodes > 0) {
+      const long long rows = 2LL * num_nodes, columns = slices > 0 ? slices : 1;
+      detail::reserve_at_least(ws.row_counts, rows * columns + 1, "kfmm::walk::row_counts");
+      Kokkos::deep_copy(space, Kokkos::subview(ws.row_counts, Kokkos::make_pair(0LL, rows * columns)), 0);
+      const detail::WalkRowOffsets<memory_space> offsets{ws.row_counts, ws.bounds, ws.split, num_nodes,
+                                                         static_cast<int>(columns)};
+      if (slices > 0) {
+        Kokkos::parallel_for(
+            "kfmm::walk::count_slices", Range(space, 0, slices),
+            detail::WalkCountSlices<memory_space>{ws.pair_keys, ws.pair_sources, ws.row_counts, pairs,
+                                                  near_bit, num_nodes, slices});
+        Kokkos::parallel_scan("kfmm::walk::row_offsets", Range(space, 0, rows * columns + 1), offsets);
+        Kokkos::parallel_for(
+            "kfmm::walk::scatter_slices", Range(space, 0, slices),
+            detail::WalkScatterSlices<memory_space>{ws.pair_keys, ws.pair_sources, ws.row_counts, sources,
+                                                    pairs, near_bit, num_nodes, slices});
+      } else {
+        // (entry indices up to 2 pairs - 1 < 2^32, in the sources' storage until the rows are sorted)
+        const Kokkos::View<unsigned*, memory_space, Kokkos::MemoryUnmanaged> entries(
+            reinterpret_cast<unsigned*>(sources.data()), sources.extent(0));
+        Kokkos::parallel_for("kfmm::walk::count_rows", Range(space, 0, pairs),
+                             detail::WalkCountRows<memory_space>{ws.pair_keys, ws.pair_sources, ws.row_counts,
+                                                                 near_bit, num_nodes});
+        Kokkos::parallel_scan("kfmm::walk::row_offsets", Range(space, 0, rows + 1), offsets);
+        Kokkos::parallel_for("kfmm::walk::scatter_rows", Range(space, 0, pairs),
+                             detail::WalkScatterRows<memory_space>{
+                                 ws.pair_keys, ws.pair_sources, ws.row_counts, entries, near_bit, num_nodes});
+        Kokkos::parallel_for(
+            "kfmm::walk::sort_rows", Range(space, 0, num_nodes),
+            detail::WalkSortRows<memory_space>{ws.pair_keys, ws.pair_sources, ws.bounds, entries, near_bit});
+      }
+    }
+  } else {
+    // The sort's second key and value buffers are the queues' storage, dead once the rounds are done: the
+    // walk holds max(queues, sort buffers) instead of their sum (2e5 Plummer, p 4, theta 0.6, leaf 64: the
+    // walk's buffers 436 -> 338 bytes per particle in the eleventh session, docs/tree.md). The sorted pairs
+    // stay where the sort's last pass wrote them (keys and sources below): after an odd number of passes
+    // that is this storage, and copying them back cost ~0.45 ms at 1e7 particles on an H100.
+    grow_queue(0, (np + np / 16 + 1024) / 2 + 1, 0, false);
+    grow_queue(1, (np + np / 16 + 1024) / 2 + 1, 0, false);
+    const bool in_second =
+        sort_by_key_bits_in_either(space, ws.pair_keys, ws.pair_sources, n_pairs, 0, node_bits + 1, ws.sort);
+    const Kokkos::View<unsigned*, memory_space> keys = in_second ? ws.sort.keys : ws.pair_keys;
+    sources = in_second ? ws.sort.values : ws.pair_sources;
+    if (num_nodes > 0) {
+      Kokkos::parallel_for(
+          "kfmm::walk::row_bounds", Range(space, 0, 4LL * num_nodes + 1),
+          detail::WalkRowBounds<memory_space>{keys, ws.bounds, ws.split, near_bit, n_pairs, num_nodes});
+    }
   }
   detail::reserve_at_least(ws.far_rows, num_nodes, "kfmm::walk::far_rows");
   detail::reserve_at_least(ws.far_offsets, num_nodes + 1LL, "kfmm::walk::far_offsets");
@@ -795,9 +1074,13 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       "kfmm::walk::rows", Range(space, 0, num_nodes + 1),
       detail::WalkCompactRows<memory_space>{ws.bounds, ws.split, ws.far_rows, ws.far_offsets, ws.near_rows,
                                             ws.near_offsets, num_nodes, n_pairs});
-  int split[4];  // first near pair, far rows, near rows, first far target: the lists' one copy to the host
-  detail::copy_to_host(space, split, ws.split, 4);
+  // first near pair, far rows, near rows, first far target (and with scatter the entries): the lists' one
+  // copy to the host
+  int split[5] = {0, 0, 0, 0, n_pairs};
+  detail::copy_to_host(space, split, ws.split, scatter && num_nodes > 0 ? 5 : 4);
   const int first_near = split[0], far_rows = split[1], near_rows = split[2], first_far = split[3];
+  require(split[4] == n_pairs, "dual_tree_walk: ", split[4], " list entries counted for ", n_pairs,
+          " expected (inconsistent tree)");
   if (far_rows > 0) {
     require(first_far >= 0 && first_far < num_nodes, "dual_tree_walk: first far target ", first_far,
             " out of range (inconsistent tree)");

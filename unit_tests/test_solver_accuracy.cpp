@@ -606,6 +606,37 @@ TEMPLATE_LIST_TEST_CASE("Solver is deterministic and keeps the caller's order", 
   solver.evaluate(prob.x, prob.m, prob.a, Kokkos::View<double*, typename Space::memory_space>());
 }
 
+TEMPLATE_LIST_TEST_CASE("Options::list_build changes memory, not results", "[solver][api]",
+                        kfmm_test::ExecutionSpaces) {
+  // Both list builds place every list entry where the other does, so the evaluations are bitwise equal.
+  using Space = TestType;
+  const auto particles = kfmm::make_distribution(kfmm::Distribution::clustered, 3000, 43);
+  Problem<Space, float> prob(particles);
+  std::vector<std::vector<float>> results;
+  for (const kfmm::ListBuild build :
+       {kfmm::ListBuild::sort, kfmm::ListBuild::scatter, kfmm::ListBuild::automatic}) {
+    INFO("list_build = " << kfmm::to_string(build));
+    kfmm::Options o;
+    o.tolerance = 1e-4;
+    o.list_build = build;
+    kfmm::Solver<Space, float> solver(o);
+    solver.evaluate(prob.x, prob.m, prob.a, prob.phi);
+    const kfmm::ListBuild resolved = build != kfmm::ListBuild::automatic            ? build
+                                     : kfmm::detail::is_host_execution_space<Space> ? kfmm::ListBuild::scatter
+                                                                                    : kfmm::ListBuild::sort;
+    CHECK(solver.statistics().list_build == resolved);
+    const auto a = kfmm_test::to_host(prob.a);
+    const auto phi = kfmm_test::to_host(prob.phi);
+    std::vector<float> r;
+    for (int i = 0; i < prob.size(); ++i) {
+      for (int d = 0; d < 3; ++d) r.push_back(a(i, d));
+      r.push_back(phi(i));
+    }
+    results.push_back(r);
+    REQUIRE(results.back() == results.front());
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("Solver rejects bad inputs with clear messages", "[solver][api]",
                         kfmm_test::ExecutionSpaces) {
   using Space = TestType;

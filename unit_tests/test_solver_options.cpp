@@ -74,6 +74,9 @@ TEST_CASE("Options validation names the bad field", "[solver][options]") {
     CHECK_THAT(error_of(o), ContainsSubstring("concentration_ratio") && ContainsSubstring("[0, 1]"));
   }
   o = kfmm::Options();
+  o.list_build = static_cast<kfmm::ListBuild>(5);
+  CHECK_THAT(error_of(o), ContainsSubstring("list_build = 5"));
+  o = kfmm::Options();
   o.order = 16;
   o.theta = 0.999;
   o.G = -2;                   // negative G (repulsive) is allowed

@@ -230,9 +230,14 @@ NBodyConfig load_nbody_config(const std::string& path) {
                               keep(v, k);
                               s.concentration_ratio = r.real(v, k);
                             }},
-                           {"precision", [&](const YAML::Node& v, const std::string& k) {
+                           {"precision",
+                            [&](const YAML::Node& v, const std::string& k) {
                               keep(v, k);
                               s.precision = r.string(v, k);
+                            }},
+                           {"list_build", [&](const YAML::Node& v, const std::string& k) {
+                              keep(v, k);
+                              s.list_build = r.string(v, k);
                             }}});
               }},
              {"integrator",
@@ -324,6 +329,8 @@ NBodyConfig load_nbody_config(const std::string& path) {
         "must be in [0, 1] (0: off)");
   check(s.precision == "fp32" || s.precision == "fp64", "solver.precision",
         "must be fp32 or fp64 (got '" + s.precision + "')");
+  check(s.list_build == "automatic" || s.list_build == "sort" || s.list_build == "scatter",
+        "solver.list_build", "must be automatic, sort or scatter (got '" + s.list_build + "')");
   check(out.snapshot_every >= 0, "output.snapshot_every", "must be >= 0 (0: only the first and last step)");
   check(out.log_every >= 1, "output.log_every", "must be >= 1");
   if (out.directory.empty()) out.directory = default_directory(path);
@@ -351,6 +358,8 @@ std::string nbody_config_help() {
     G: 1.0
     concentration_ratio: 0.1  # the walk's rule for compact heavy masses, [0, 1]; 0 = off
     precision: fp64        # fp32 | fp64
+    list_build: automatic  # automatic | sort | scatter: how the walk builds its lists (the same lists;
+                           # scatter: about half the walk's memory, the CPU default; sort: the GPU default)
   integrator:              # leapfrog kick-drift-kick, fixed step
     time_step: 0.01        # required
     steps: 1000            # required

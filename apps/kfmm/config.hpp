@@ -35,6 +35,7 @@ struct NBodyConfig {
     double G = 1.0;
     double concentration_ratio = kfmm::Options().concentration_ratio;  ///< its default too
     std::string precision = "fp64";
+    std::string list_build = "automatic";  ///< automatic | sort | scatter (kfmm::ListBuild)
   } solver;
 
   struct Integrator {

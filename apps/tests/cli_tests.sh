@@ -246,6 +246,12 @@ case "$CASE" in
     expect_out "restarting from step 10"
     cmp run/snapshot_00000020.csv full_run/snapshot_00000020.csv || fail "restart does not reproduce the run bitwise"
     cmp run/energy.csv full_run/energy.csv || fail "restarted energy log differs"
+    # The walk's list builds give the same lists, entry for entry: the same run, bitwise.
+    for build in sort scatter; do
+      write_config "$build.yaml" 20 && sed -i "s/  softening: 0.05/  softening: 0.05\n  list_build: $build/; s/directory: run/directory: run_$build/" "$build.yaml"
+      run 0 nbody --config "$build.yaml" --no-progress
+      cmp "run_$build/snapshot_00000020.csv" full_run/snapshot_00000020.csv || fail "list_build: $build changes the run"
+    done
     # restart: false refuses to touch the existing run.
     write_config norestart.yaml 20 "  restart: false"
     sed -i 's/directory: run/directory: full_run/' norestart.yaml
@@ -295,6 +301,8 @@ EOF
     run 1 nbody --config c.yaml; expect_err "c.yaml:7: 'solver.softening' must be >= 0"
     write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: 0.05\n  concentration_ratio: -0.5/' c.yaml
     run 1 nbody --config c.yaml; expect_err "c.yaml:8: 'solver.concentration_ratio' must be in \[0, 1\]"
+    write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: 0.05\n  list_build: quick/' c.yaml
+    run 1 nbody --config c.yaml; expect_err "c.yaml:8: 'solver.list_build' must be automatic, sort or scatter \(got 'quick'\)"
     write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  theta: 1.2/' c.yaml
     run 1 nbody --config c.yaml; expect_err "c.yaml:6: 'solver.theta' must be in \(0, 1\)"
     write_config c.yaml 10 && sed -i 's/  tolerance: 1.0e-3/  order: 40/' c.yaml

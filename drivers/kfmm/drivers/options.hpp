@@ -2,7 +2,7 @@
 /// kfmm::Options: how a kfmm::Solver evaluates forces. Either an accuracy (`tolerance`, the default:
 /// the solver then chooses the expansion order p and the opening angle theta) or an explicit order and
 /// theta, plus the physics (softening, G) and implementation choices (leaf size, accumulation
-/// precision, M2L lane, determinism, timing).
+/// precision, M2L lane, list build, determinism, timing).
 #pragma once
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/operators/m2l_csr_options.hpp"  // kfmm::M2LLane
+#include "kfmm/tree/list_build.hpp"
 
 namespace kfmm {
 
@@ -64,6 +65,10 @@ struct Options {
   Accumulation accumulation = Accumulation::working;
   /// M2L implementation (kfmm::M2LLane of the operators).
   M2LLane m2l_lane = M2LLane::automatic;
+  /// How the walk builds its interaction lists (kfmm::ListBuild): the same lists either way; `scatter`
+  /// holds about half the walk's memory (the default on host backends, where it is also faster),
+  /// `sort` is the GPUs' default until scatter has been timed there.
+  ListBuild list_build = ListBuild::automatic;
   /// Bitwise reproducible results run after run on one backend (no atomics in reductions).
   bool deterministic = true;
   /// Record per-stage times and particle-pair counts in kfmm::Solver::statistics(): on CUDA from events
@@ -86,6 +91,8 @@ struct Options {
             " must be in (0, 1)");
     require(std::isfinite(concentration_ratio) && concentration_ratio >= 0 && concentration_ratio <= 1,
             "Options::concentration_ratio = ", concentration_ratio, " must lie in [0, 1] (0: off)");
+    require(is_valid(list_build), "Options::list_build = ", static_cast<int>(list_build),
+            " is not a ListBuild (automatic, sort, scatter)");
     require(leaf_size >= 0, "Options::leaf_size = ", leaf_size, " must be >= 1 (or 0 for automatic)");
     require(std::isfinite(softening) && softening >= 0, "Options::softening = ", softening,
             " must be finite and >= 0");

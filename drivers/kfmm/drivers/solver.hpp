@@ -509,6 +509,7 @@ class Solver {
     walk.theta = theta_;
     walk.min_separation = walk_separation(abs_mass);
     walk.concentration_ratio = options_.concentration_ratio;
+    walk.list_build = options_.list_build;
     walk_abs_mass_ = abs_mass;
     stats_.range_separation = expansion_range_separation<Real>(order_, abs_mass) / scale_;
     lists_ = Lists_();  // (the last lists view the walk's buffers: let a buffer the walk grows be freed)
@@ -554,6 +555,7 @@ class Solver {
     // The walk's sources Views hold exactly their pairs: no device-to-host copy of the last offsets.
     stats_.far_pairs = static_cast<long long>(lists_.far.sources.extent(0));
     stats_.near_pairs = static_cast<long long>(lists_.near.sources.extent(0));
+    stats_.list_build = lists_.statistics.scattered ? ListBuild::scatter : ListBuild::sort;
   }
 
   /// Multipoles of the current tree for masses in the tree's order, on the side instance after the work

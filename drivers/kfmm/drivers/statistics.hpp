@@ -6,6 +6,7 @@
 #include <array>
 
 #include "kfmm/core/stage_clock.hpp"
+#include "kfmm/tree/list_build.hpp"
 
 namespace kfmm {
 
@@ -44,6 +45,8 @@ struct Statistics {
   int leaf_size = 0;               ///< maximum particles per leaf
   double min_separation = 0;       ///< smallest particle distance of a far pair (softening margin)
   double concentration_ratio = 0;  ///< the walk's concentration rule (Options::concentration_ratio; 0: off)
+  /// How the walk built the lists: ListBuild::sort or ListBuild::scatter (Options::list_build resolved).
+  ListBuild list_build = ListBuild::sort;
   /// Smallest distance of a far node pair that keeps the expansions inside the precision's range
   /// (kfmm::expansion_range_separation, in the caller's lengths); closer pairs go to P2P.
   double range_separation = 0;

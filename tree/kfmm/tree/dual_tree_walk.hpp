@@ -74,26 +74,11 @@
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/core/tile_scan.hpp"
 #include "kfmm/core/view_capacity.hpp"
+#include "kfmm/tree/list_build.hpp"
 #include "kfmm/tree/octree.hpp"
 #include "kfmm/tree/sort.hpp"
 
 namespace kfmm {
-
-/// How dual_tree_walk turns its final pairs into the CSR rows of the lists. Both give the same lists
-/// (the same rows, each with the same set of sources); they differ in memory, time and the order of the
-/// sources within a row.
-enum class ListBuild {
-  /// scatter on host backends, sort on GPUs (where scatter has not been timed yet).
-  automatic,
-  /// Every final pair in both directions, one stable radix sort by (near, target): the sort's keys,
-  /// values and their second buffers, ~16 bytes per list entry at the peak. A row's sources come in walk
-  /// order.
-  sort,
-  /// Every final pair once (one direction), rows counted, the pairs scattered into place in both
-  /// directions by atomic row cursors, then each row sorted by source: the unordered pairs and the
-  /// lists, ~8 bytes per list entry. A row's sources come in ascending order.
-  scatter
-};
 
 /// Parameters of the multipole acceptance criterion and of the lists' construction.
 struct WalkOptions {
@@ -803,9 +788,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           " must lie in [1, 2^24]");
   require(ws.scatter_slices >= -1 && ws.scatter_slices <= 1024,
           "dual_tree_walk: workspace scatter_slices = ", ws.scatter_slices, " must lie in [-1, 1024]");
-  require(options.list_build == ListBuild::automatic || options.list_build == ListBuild::sort ||
-              options.list_build == ListBuild::scatter,
-          "dual_tree_walk: list_build = ", static_cast<int>(options.list_build),
+  require(is_valid(options.list_build), "dual_tree_walk: list_build = ", static_cast<int>(options.list_build),
           " is not a ListBuild (automatic, sort, scatter)");
   const bool scatter =
       options.list_build == ListBuild::scatter ||

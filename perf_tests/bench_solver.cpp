@@ -33,9 +33,10 @@
 //   precision: [fp64, fp32]
 //   softening: [0]
 //   concentration_ratio: [0.1]        # the walk's rule for compact masses (0: off)
+//   list_build: [automatic]           # automatic | sort | scatter (kfmm::ListBuild; names get /lists:X)
 //   targets: 4096
 // or, instead of the lists n, tolerance, order, theta, leaf_size and precision, explicit points (one line
-// each; every distribution, softening and concentration_ratio listed runs each point):
+// each; every distribution, softening, concentration_ratio and list_build listed runs each point):
 //   case: [200000, 7, 0.72, 64, fp32]  # n, order, theta, leaf_size, precision
 #include <Kokkos_Core.hpp>
 
@@ -75,6 +76,7 @@ struct Sweep {
   std::vector<std::string> precision{"fp64"};
   std::vector<double> softening{0};
   std::vector<double> concentration_ratio{kfmm::Options().concentration_ratio};
+  std::vector<std::string> list_build{"automatic"};
   int targets = 4096;
   int stage_repetitions = 5;  ///< evaluations whose stage times give the medians (after two warm-ups)
   struct Point {
@@ -182,6 +184,12 @@ Sweep read_sweep(const std::string& path) {
       for (double r : s.concentration_ratio) {
         kfmm::require(r >= 0 && r <= 1, path, ":", number, ": concentration_ratio ", r, " is outside [0, 1]");
       }
+    } else if (key == "list_build") {
+      s.list_build = items;
+      for (const auto& b : s.list_build) {
+        kfmm::require(b == "automatic" || b == "sort" || b == "scatter", path, ":", number, ": list_build '",
+                      b, "' is not automatic, sort or scatter");
+      }
     } else if (key == "targets") {
       s.targets = static_cast<int>(numbers().at(0));
     } else if (key == "stage_repetitions") {
@@ -190,7 +198,7 @@ Sweep read_sweep(const std::string& path) {
     } else {
       kfmm::require(false, path, ":", number, ": unknown key '", key,
                     "' (known: n, distribution, tolerance, order, theta, leaf_size, precision, softening, "
-                    "concentration_ratio, targets, stage_repetitions, case)");
+                    "concentration_ratio, list_build, targets, stage_repetitions, case)");
     }
   }
   kfmm::require(s.order.empty() == s.theta.empty(), path, ": give both order and theta, or neither");
@@ -393,13 +401,18 @@ struct Case {
   bool fp32 = false;
   double softening = 0;
   double concentration_ratio = kfmm::Options().concentration_ratio;
+  kfmm::ListBuild list_build = kfmm::ListBuild::automatic;
   int targets = 4096;
   int stage_repetitions = 5;
 
   std::string name() const {
-    char suffix[64] = "";
+    char suffix[96] = "";
     if (concentration_ratio != kfmm::Options().concentration_ratio) {
       std::snprintf(suffix, sizeof suffix, "/conc:%g", concentration_ratio);
+    }
+    if (list_build != kfmm::ListBuild::automatic) {
+      std::snprintf(suffix + std::strlen(suffix), sizeof suffix - std::strlen(suffix), "/lists:%s",
+                    kfmm::to_string(list_build));
     }
     char buf[256];
     if (order >= 0) {
@@ -432,6 +445,7 @@ void run_case(benchmark::State& state, const Case& c) {
   options.leaf_size = c.leaf_size;
   options.softening = c.softening;
   options.concentration_ratio = c.concentration_ratio;
+  options.list_build = c.list_build;
 
   const int n = c.n;
   const long long bytes_before = g_tools.live_bytes;
@@ -532,6 +546,7 @@ void run_case(benchmark::State& state, const Case& c) {
   state.counters["ms_timed"] = timed_totals[timed_totals.size() / 2] * 1e3;
   state.counters["ms_stage_sum"] = stage_sums[stage_sums.size() / 2] * 1e3;
   state.counters["stage_events"] = s.stage_clock == kfmm::StageClockMethod::device_events ? 1 : 0;
+  state.counters["lists_scattered"] = s.list_build == kfmm::ListBuild::scatter ? 1 : 0;
   state.counters["particles_per_second"] = median > 0 ? n / median : 0;
   state.counters["error"] = error;
   if (c.fp32) state.counters["error_rounded_input"] = error_rounded_input;
@@ -569,11 +584,16 @@ void register_case(const Case& c) {
   if (kfmm_bench::tiny()) b->Iterations(2);
 }
 
-/// Registers case c once per concentration ratio of the sweep.
+/// Registers case c once per concentration ratio and list build of the sweep.
 void register_case_per_ratio(Case c, const Sweep& s) {
   for (double ratio : s.concentration_ratio) {
-    c.concentration_ratio = ratio;
-    register_case(c);
+    for (const auto& build : s.list_build) {
+      c.concentration_ratio = ratio;
+      c.list_build = build == "sort"      ? kfmm::ListBuild::sort
+                     : build == "scatter" ? kfmm::ListBuild::scatter
+                                          : kfmm::ListBuild::automatic;
+      register_case(c);
+    }
   }
 }
 

@@ -45,18 +45,28 @@
 /// small the walk starts again with counted rounds (statistics.replanned); if pairs are still open, counted
 /// rounds continue from there. Either way the lists are exactly those of counted rounds.
 ///
-/// CSR. Final pairs are written in round order with the key (near << b) | target, b = bits of the
-/// largest node id. One stable radix sort of the keys (tree/kfmm/tree/sort.hpp; CUB on CUDA) groups
-/// them: all far pairs by ascending target, then all near pairs by ascending target (its second buffers
-/// are the queues' storage; after an odd number of passes the sorted pairs stay there and the lists view
-/// them). One thread per node finds its rows' bounds by binary search and one scan over the nodes
-/// compacts the rows of both lists.
+/// CSR (WalkOptions::list_build, tree/kfmm/tree/list_build.hpp). Final pairs are written in round order
+/// with the key (near << b) | target, b = bits of the largest node id; the lists hold all far pairs by
+/// ascending target, then all near pairs by ascending target, each row's sources in the order of the
+/// written entries.
+///   sort: every final pair is written in both directions, and one stable radix sort of the keys
+///     (tree/kfmm/tree/sort.hpp; CUB on CUDA) groups them (its second buffers are the queues' storage;
+///     after an odd number of passes the sorted pairs stay there and the lists view them). One thread
+///     per node finds its rows' bounds by binary search. ~16 bytes per list entry at the peak.
+///   scatter: every final pair is written once; entry 2i of stored pair i is (t <- s) and 2i + 1 its
+///     mirror (s <- t). Rows are counted, their starts scanned, and every entry placed at the place the
+///     stable sort would give it, in the sources' final buffer (queue 1's storage): on the host by sliced
+///     counting (one block of pairs per thread, a column of counts per block: no atomics), on GPUs by
+///     atomic row cursors followed by a per-row sort of the entry indices. ~8 bytes per list entry; on
+///     the host also 25-40 % less walk time (docs/tree.md, "Scatter").
+/// One scan over the nodes then compacts the rows of both lists.
 ///
-/// Every write goes to an offset that a scan determined, and the sort is stable: the lists are identical
-/// run after run and across backends (except possibly for pairs exactly on the MAC boundary where a device
-/// compiler contracts the double-precision distance into FMAs; float trees are immune as their squared
-/// distances are exact in double). Nothing is truncated: a round whose output did not fit runs again
-/// after its buffers grew to the scanned counts, and counts beyond the int range are an error.
+/// Every write goes to an offset that a scan determined (or, for the atomic cursors, is put in order
+/// after), and the sort is stable: the lists are identical run after run, across backends and list
+/// builds (except possibly for pairs exactly on the MAC boundary where a device compiler contracts the
+/// double-precision distance into FMAs; float trees are immune as their squared distances are exact in
+/// double). Nothing is truncated: a round whose output did not fit runs again after its buffers grew to
+/// the scanned counts, and counts beyond the int range are an error.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -194,16 +204,18 @@ template <class MemorySpace>
 struct WalkWorkspace {
   Kokkos::View<double*, MemorySpace> node_storage;  ///< per node: a detail::WalkNode<Real> record (raw)
   /// Open pairs {t, s} as t << 32 | s, by round: views of sort.keys (queue 0) and sort.values (queue 1),
-  /// the final sort's second buffers, which are free while the rounds run (refreshed by every walk).
+  /// the final sort's second buffers (ListBuild::scatter: sort.values then holds the lists' sources),
+  /// which are free while the rounds run (refreshed by every walk).
   Kokkos::View<unsigned long long*, MemorySpace, Kokkos::MemoryUnmanaged> queue[2];
-  Kokkos::View<unsigned*, MemorySpace> pair_keys;  ///< per final pair: (near << b) | target
-  Kokkos::View<int*, MemorySpace> pair_sources;    ///< per final pair: source (the payload)
+  Kokkos::View<unsigned*, MemorySpace> pair_keys;  ///< per written final pair: (near << b) | target
+  Kokkos::View<int*, MemorySpace> pair_sources;    ///< per written final pair: source (the payload)
   Kokkos::View<int* [4], MemorySpace> bounds;      ///< per node: far [begin, end), near [begin, end)
   /// [0]: index of the first near pair; [1], [2]: far, near rows; [3]: first far target (-1: none)
   Kokkos::View<int*, MemorySpace> split;
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   /// The final pairs' sort. Its key and value buffers hold the queues during the rounds, and the sorted
-  /// pairs after a sort of an odd number of passes (the lists then view them: no copy back).
+  /// pairs after a sort of an odd number of passes (the lists then view them: no copy back); with
+  /// ListBuild::scatter the values buffer holds the lists' sources and no sort runs.
   SortWorkspace<MemorySpace, unsigned, int> sort;
   TileScanWorkspace<MemorySpace> tiles;  ///< the rounds' look-back state
   /// Open pairs per round kernel (a slice of a round), 1 .. 2^24 (tests set it small to exercise slicing).
@@ -543,26 +555,34 @@ KOKKOS_INLINE_FUNCTION WalkEntry walk_entry(const unsigned key, const int s, con
 }
 
 /// Sliced counting (host backends): the stored pairs are cut into `slices` consecutive blocks, one per
-/// thread. Pass 1: each slice counts its entries per row into its own column counts(row * slices + slice)
-/// (zeroed before), with no atomics.
-template <class MemorySpace>
-struct WalkCountSlices {
+/// thread, and every block has its own column of counts, counts(row * slices + slice) (zeroed before):
+/// no atomics. Pass 1 (Place = false) counts each block's entries per row; pass 3 (Place = true), after
+/// pass 2 turned the counts into cursors, writes each block's entries in entry order at its cursors.
+template <class MemorySpace, bool Place>
+struct WalkSlicePass {
   Kokkos::View<const unsigned*, MemorySpace> keys;
-  Kokkos::View<const int*, MemorySpace> sources;
+  Kokkos::View<const int*, MemorySpace> pair_sources;
   Kokkos::View<int*, MemorySpace> counts;
+  Kokkos::View<int*, MemorySpace> sources;  // (pass 3)
   long long pairs;
   unsigned near_bit;
   int num_nodes, slices;
+  KOKKOS_INLINE_FUNCTION void visit(const WalkEntry e, const int slice) const {
+    int& count = counts(static_cast<long long>(e.row) * slices + slice);
+    if constexpr (Place) {
+      sources(count++) = e.source;
+    } else {
+      ++count;
+    }
+  }
   KOKKOS_INLINE_FUNCTION void operator()(const int slice) const {
     const long long end = pairs * (slice + 1) / slices;
     for (long long i = pairs * slice / slices; i < end; ++i) {
       const unsigned key = keys(i);
-      const int s = sources(i);
-      counts(static_cast<long long>(walk_entry(key, s, false, near_bit, num_nodes).row) * slices + slice) +=
-          1;
+      const int s = pair_sources(i);
+      visit(walk_entry(key, s, false, near_bit, num_nodes), slice);
       if (static_cast<int>(key & (near_bit - 1)) != s)
-        counts(static_cast<long long>(walk_entry(key, s, true, near_bit, num_nodes).row) * slices + slice) +=
-            1;
+        visit(walk_entry(key, s, true, near_bit, num_nodes), slice);
     }
   }
 };
@@ -598,67 +618,32 @@ struct WalkRowOffsets {
   }
 };
 
-/// Sliced counting, pass 3: each slice writes its entries, in entry order, at its cursors in each row.
-template <class MemorySpace>
-struct WalkScatterSlices {
+/// Atomic cursors (GPUs: too many threads for a column of counts each), one thread per stored pair.
+/// Pass 1 (Place = false) counts every row's entries by atomic increments (counts zeroed before); pass 3
+/// (Place = true), after pass 2, gives every entry the next place of its row from the row's cursor and
+/// writes its entry index there (as unsigned: 2 x pairs may pass INT_MAX), in an order that varies run
+/// to run (pass 4 puts it right).
+template <class MemorySpace, bool Place>
+struct WalkAtomicPass {
   Kokkos::View<const unsigned*, MemorySpace> keys;
   Kokkos::View<const int*, MemorySpace> pair_sources;
   Kokkos::View<int*, MemorySpace> counts;
-  Kokkos::View<int*, MemorySpace> sources;
-  long long pairs;
+  Kokkos::View<unsigned*, MemorySpace, Kokkos::MemoryUnmanaged> entries;  // (pass 3)
   unsigned near_bit;
-  int num_nodes, slices;
-  KOKKOS_INLINE_FUNCTION void operator()(const int slice) const {
-    const long long end = pairs * (slice + 1) / slices;
-    for (long long i = pairs * slice / slices; i < end; ++i) {
-      const unsigned key = keys(i);
-      const int s = pair_sources(i);
-      const WalkEntry a = walk_entry(key, s, false, near_bit, num_nodes);
-      sources(counts(static_cast<long long>(a.row) * slices + slice)++) = a.source;
-      if (static_cast<int>(key & (near_bit - 1)) != s) {
-        const WalkEntry b = walk_entry(key, s, true, near_bit, num_nodes);
-        sources(counts(static_cast<long long>(b.row) * slices + slice)++) = b.source;
-      }
+  int num_nodes;
+  KOKKOS_INLINE_FUNCTION void visit(const WalkEntry e, const unsigned index) const {
+    if constexpr (Place) {
+      entries(Kokkos::atomic_fetch_add(&counts(e.row), 1)) = index;
+    } else {
+      Kokkos::atomic_add(&counts(e.row), 1);
     }
   }
-};
-
-/// Atomic cursors (GPUs: too many threads for a column of counts each). Pass 1: every row's entry count
-/// by atomic increments (counts zeroed before).
-template <class MemorySpace>
-struct WalkCountRows {
-  Kokkos::View<const unsigned*, MemorySpace> keys;
-  Kokkos::View<const int*, MemorySpace> sources;
-  Kokkos::View<int*, MemorySpace> counts;
-  unsigned near_bit;
-  int num_nodes;
-  KOKKOS_INLINE_FUNCTION void operator()(const long long i) const {
-    const unsigned key = keys(i);
-    const int s = sources(i);
-    Kokkos::atomic_add(&counts(walk_entry(key, s, false, near_bit, num_nodes).row), 1);
-    if (static_cast<int>(key & (near_bit - 1)) != s)
-      Kokkos::atomic_add(&counts(walk_entry(key, s, true, near_bit, num_nodes).row), 1);
-  }
-};
-
-/// Atomic cursors, pass 3: every entry takes the next place of its row from the row's cursor and writes
-/// its entry index there (as unsigned: 2 x pairs may pass INT_MAX), in an order that varies run to run.
-template <class MemorySpace>
-struct WalkScatterRows {
-  Kokkos::View<const unsigned*, MemorySpace> keys;
-  Kokkos::View<const int*, MemorySpace> pair_sources;
-  Kokkos::View<int*, MemorySpace> counts;
-  Kokkos::View<unsigned*, MemorySpace, Kokkos::MemoryUnmanaged> entries;
-  unsigned near_bit;
-  int num_nodes;
   KOKKOS_INLINE_FUNCTION void operator()(const long long i) const {
     const unsigned key = keys(i);
     const int s = pair_sources(i);
-    const unsigned e = 2 * static_cast<unsigned>(i);
-    entries(Kokkos::atomic_fetch_add(&counts(walk_entry(key, s, false, near_bit, num_nodes).row), 1)) = e;
+    visit(walk_entry(key, s, false, near_bit, num_nodes), 2 * static_cast<unsigned>(i));
     if (static_cast<int>(key & (near_bit - 1)) != s)
-      entries(Kokkos::atomic_fetch_add(&counts(walk_entry(key, s, true, near_bit, num_nodes).row), 1)) =
-          e + 1;
+      visit(walk_entry(key, s, true, near_bit, num_nodes), 2 * static_cast<unsigned>(i) + 1);
   }
 };
 
@@ -1006,26 +991,28 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
       const detail::WalkRowOffsets<memory_space> offsets{ws.row_counts, ws.bounds, ws.split, num_nodes,
                                                          static_cast<int>(columns)};
       if (slices > 0) {
+        using Count = detail::WalkSlicePass<memory_space, false>;
+        using Place = detail::WalkSlicePass<memory_space, true>;
         Kokkos::parallel_for(
             "kfmm::walk::count_slices", Range(space, 0, slices),
-            detail::WalkCountSlices<memory_space>{ws.pair_keys, ws.pair_sources, ws.row_counts, pairs,
-                                                  near_bit, num_nodes, slices});
+            Count{ws.pair_keys, ws.pair_sources, ws.row_counts, sources, pairs, near_bit, num_nodes, slices});
         Kokkos::parallel_scan("kfmm::walk::row_offsets", Range(space, 0, rows * columns + 1), offsets);
         Kokkos::parallel_for(
             "kfmm::walk::scatter_slices", Range(space, 0, slices),
-            detail::WalkScatterSlices<memory_space>{ws.pair_keys, ws.pair_sources, ws.row_counts, sources,
-                                                    pairs, near_bit, num_nodes, slices});
+            Place{ws.pair_keys, ws.pair_sources, ws.row_counts, sources, pairs, near_bit, num_nodes, slices});
       } else {
         // (entry indices up to 2 pairs - 1 < 2^32, in the sources' storage until the rows are sorted)
         const Kokkos::View<unsigned*, memory_space, Kokkos::MemoryUnmanaged> entries(
             reinterpret_cast<unsigned*>(sources.data()), sources.extent(0));
-        Kokkos::parallel_for("kfmm::walk::count_rows", Range(space, 0, pairs),
-                             detail::WalkCountRows<memory_space>{ws.pair_keys, ws.pair_sources, ws.row_counts,
-                                                                 near_bit, num_nodes});
+        using Count = detail::WalkAtomicPass<memory_space, false>;
+        using Place = detail::WalkAtomicPass<memory_space, true>;
+        Kokkos::parallel_for(
+            "kfmm::walk::count_rows", Range(space, 0, pairs),
+            Count{ws.pair_keys, ws.pair_sources, ws.row_counts, entries, near_bit, num_nodes});
         Kokkos::parallel_scan("kfmm::walk::row_offsets", Range(space, 0, rows + 1), offsets);
-        Kokkos::parallel_for("kfmm::walk::scatter_rows", Range(space, 0, pairs),
-                             detail::WalkScatterRows<memory_space>{
-                                 ws.pair_keys, ws.pair_sources, ws.row_counts, entries, near_bit, num_nodes});
+        Kokkos::parallel_for(
+            "kfmm::walk::scatter_rows", Range(space, 0, pairs),
+            Place{ws.pair_keys, ws.pair_sources, ws.row_counts, entries, near_bit, num_nodes});
         Kokkos::parallel_for(
             "kfmm::walk::sort_rows", Range(space, 0, num_nodes),
             detail::WalkSortRows<memory_space>{ws.pair_keys, ws.pair_sources, ws.bounds, entries, near_bit});

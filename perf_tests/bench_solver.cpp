@@ -187,8 +187,9 @@ Sweep read_sweep(const std::string& path) {
     } else if (key == "list_build") {
       s.list_build = items;
       for (const auto& b : s.list_build) {
-        kfmm::require(b == "automatic" || b == "sort" || b == "scatter", path, ":", number, ": list_build '",
-                      b, "' is not automatic, sort or scatter");
+        kfmm::ListBuild build{};
+        kfmm::require(kfmm::list_build_from_string(b, build), path, ":", number, ": list_build '", b,
+                      "' is not automatic, sort or scatter");
       }
     } else if (key == "targets") {
       s.targets = static_cast<int>(numbers().at(0));
@@ -589,9 +590,7 @@ void register_case_per_ratio(Case c, const Sweep& s) {
   for (double ratio : s.concentration_ratio) {
     for (const auto& build : s.list_build) {
       c.concentration_ratio = ratio;
-      c.list_build = build == "sort"      ? kfmm::ListBuild::sort
-                     : build == "scatter" ? kfmm::ListBuild::scatter
-                                          : kfmm::ListBuild::automatic;
+      kfmm::list_build_from_string(build, c.list_build);  // (checked when the sweep was read)
       register_case(c);
     }
   }

@@ -101,7 +101,8 @@ void BM_build(benchmark::State& state) {
   state.counters["levels"] = tree.num_levels;
 }
 
-/// Bytes the walk's workspace holds (its arrays of a size per pair, per open pair or per node).
+/// Bytes the walk's workspace holds in its arrays (of a size per pair, per open pair, per node or per
+/// round; the look-back scans' few words left out).
 long long workspace_bytes(const kfmm::WalkWorkspace<Memory>& ws) {
   long long bytes = 0;
   const auto add = [&](const auto& v) { bytes += static_cast<long long>(v.span()) * sizeof(v.data()[0]); };
@@ -117,6 +118,9 @@ long long workspace_bytes(const kfmm::WalkWorkspace<Memory>& ws) {
   add(ws.sort.values);
   add(ws.sort.counts);
   add(ws.sort.bytes);
+  add(ws.row_counts);
+  add(ws.state);
+  add(ws.split);
   return bytes;
 }
 

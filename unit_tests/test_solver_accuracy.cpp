@@ -606,7 +606,7 @@ TEMPLATE_LIST_TEST_CASE("Solver is deterministic and keeps the caller's order", 
   solver.evaluate(prob.x, prob.m, prob.a, Kokkos::View<double*, typename Space::memory_space>());
 }
 
-TEMPLATE_LIST_TEST_CASE("Options::list_build changes memory, not results", "[solver][api]",
+TEMPLATE_LIST_TEST_CASE("Options::list_build does not change the results", "[solver][api]",
                         kfmm_test::ExecutionSpaces) {
   // Both list builds place every list entry where the other does, so the evaluations are bitwise equal.
   using Space = TestType;

@@ -138,7 +138,7 @@ void check_walks(const kfmm::WalkOptions& options, std::initializer_list<int> le
       std::vector<HostList> sorted;  // (far, near of ListBuild::sort)
       int sorted_top = -1;
       for (const BuildVariant v : build_variants) {
-        INFO(in.name << " leaf_size = " << leaf_size << " list_build = " << static_cast<int>(v.build)
+        INFO(in.name << " leaf_size = " << leaf_size << " list_build = " << kfmm::to_string(v.build)
                      << " scatter_slices = " << v.scatter_slices);
         const kfmm::WalkOptions o = with_build(options, v.build);
         kfmm::WalkWorkspace<typename Space::memory_space> ws;
@@ -326,7 +326,7 @@ TEMPLATE_LIST_TEST_CASE("walk reuses a workspace and gives the same lists in sli
   std::vector<HostList> reference;  // (the first variant's far and near lists: every variant gives them)
   for (const BuildVariant v : build_variants) {
     const kfmm::WalkOptions o = with_build(kfmm::WalkOptions{0.6}, v.build);
-    INFO("list_build = " << static_cast<int>(v.build) << " scatter_slices = " << v.scatter_slices);
+    INFO("list_build = " << kfmm::to_string(v.build) << " scatter_slices = " << v.scatter_slices);
     kfmm::WalkWorkspace<typename Space::memory_space> ws;
     ws.scatter_slices = v.scatter_slices;
     const auto first = kfmm::dual_tree_walk(Space(), tree, o, ws);
@@ -467,6 +467,38 @@ TEMPLATE_LIST_TEST_CASE("walk lists come from either buffer of the pair sort", "
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("sort_row sorts a row in place in one thread", "[tree][walk]",
+                        kfmm_test::ExecutionSpaces) {
+  // The atomic scatter's per-row sort (insertion sort up to 16 entries, heapsort above), run in one device
+  // thread on every backend, against std::sort: lengths around the switch and long rows, each in
+  // ascending, descending, constant, sawtooth and random order.
+  using Space = TestType;
+  kfmm_tree_test::Rng rng(7);
+  for (const int n : {0, 1, 2, 3, 15, 16, 17, 18, 31, 200, 1001}) {
+    for (int pattern = 0; pattern < 5; ++pattern) {
+      std::vector<unsigned> row(n);
+      for (int i = 0; i < n; ++i) {
+        const unsigned values[5] = {static_cast<unsigned>(i), static_cast<unsigned>(n - i), 7u,
+                                    static_cast<unsigned>(i % 5),
+                                    static_cast<unsigned>(rng.uniform(0, 4.2e9))};
+        row[i] = values[pattern];
+      }
+      Kokkos::View<unsigned*, typename Space::memory_space> d("row", n);
+      Kokkos::deep_copy(
+          d, Kokkos::View<const unsigned*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(row.data(), n));
+      Kokkos::parallel_for(
+          "sort_row", Kokkos::RangePolicy<Space>(0, 1),
+          KOKKOS_LAMBDA(const int) { kfmm::detail::sort_row(d.data(), n); });
+      std::vector<unsigned> got(n);
+      Kokkos::deep_copy(Kokkos::View<unsigned*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), n),
+                        d);
+      std::sort(row.begin(), row.end());
+      INFO("n = " << n << " pattern " << pattern);
+      REQUIRE(got == row);
+    }
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("walk rejects bad options", "[tree][walk]", kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   kfmm_tree_test::DeviceInput<Space, double> d(kfmm_tree_test::make_input("uniform", 50));
@@ -492,12 +524,23 @@ TEMPLATE_LIST_TEST_CASE("ListBuild::automatic scatters on the host and sorts on 
   kfmm_tree_test::DeviceInput<Space, float> d(in);
   const auto tree = kfmm::build_octree(Space(), d.positions, d.masses, 8);
   const auto automatic = kfmm::dual_tree_walk(Space(), tree, kfmm::WalkOptions{0.6});
-  const bool host = kfmm::detail::is_host_execution_space<Space>;
-  REQUIRE(automatic.statistics.scattered == host);
-  const auto asked = kfmm::dual_tree_walk(
-      Space(), tree, with_build({0.6}, host ? kfmm::ListBuild::scatter : kfmm::ListBuild::sort));
-  REQUIRE(HostList(automatic.far) == HostList(asked.far));
-  REQUIRE(HostList(automatic.near) == HostList(asked.near));
+  REQUIRE(automatic.statistics.scattered == kfmm::detail::is_host_execution_space<Space>);
+  const auto sorted = kfmm::dual_tree_walk(Space(), tree, with_build({0.6}, kfmm::ListBuild::sort));
+  REQUIRE_FALSE(sorted.statistics.scattered);
+  REQUIRE(HostList(automatic.far) == HostList(sorted.far));
+  REQUIRE(HostList(automatic.near) == HostList(sorted.near));
+  // One workspace through sort, scatter and sort again: each walk plans from the last one's rounds, its
+  // pair capacity converted between the builds (no replanning), and gives the same lists.
+  kfmm::WalkWorkspace<typename Space::memory_space> ws;
+  for (const kfmm::ListBuild build :
+       {kfmm::ListBuild::sort, kfmm::ListBuild::scatter, kfmm::ListBuild::sort, kfmm::ListBuild::scatter}) {
+    INFO("list_build = " << kfmm::to_string(build));
+    const auto l = kfmm::dual_tree_walk(Space(), tree, with_build({0.6}, build), ws);
+    REQUIRE(l.statistics.scattered == (build == kfmm::ListBuild::scatter));
+    REQUIRE_FALSE(l.statistics.replanned);
+    REQUIRE(HostList(l.far) == HostList(sorted.far));
+    REQUIRE(HostList(l.near) == HostList(sorted.near));
+  }
 }
 
 #if defined(KOKKOS_ENABLE_SERIAL) && defined(KOKKOS_ENABLE_OPENMP)
@@ -509,7 +552,7 @@ TEST_CASE("walk lists are identical on Serial and OpenMP", "[tree][walk]") {
     const auto ts = kfmm::build_octree(Kokkos::Serial(), ds.positions, ds.masses, 16);
     const auto tp = kfmm::build_octree(Kokkos::OpenMP(), dp.positions, dp.masses, 16);
     for (const BuildVariant v : build_variants) {
-      INFO(name << " list_build = " << static_cast<int>(v.build) << " scatter_slices = " << v.scatter_slices);
+      INFO(name << " list_build = " << kfmm::to_string(v.build) << " scatter_slices = " << v.scatter_slices);
       const kfmm::WalkOptions o = with_build(kfmm::WalkOptions{0.6}, v.build);
       kfmm::WalkWorkspace<Kokkos::HostSpace> ws_serial, ws_openmp;
       ws_serial.scatter_slices = ws_openmp.scatter_slices = v.scatter_slices;
@@ -545,12 +588,12 @@ TEST_CASE("tree and walk lists are identical on Serial and Cuda", "[tree][walk]"
     REQUIRE(hs.leaves == hc.leaves);
     REQUIRE(hs.centres == hc.centres);
     REQUIRE(hs.radii == hc.radii);
+    const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, with_build({0.6}, kfmm::ListBuild::sort));
     for (const BuildVariant v : build_variants) {
-      INFO(name << " list_build = " << static_cast<int>(v.build) << " scatter_slices = " << v.scatter_slices);
+      INFO(name << " list_build = " << kfmm::to_string(v.build) << " scatter_slices = " << v.scatter_slices);
       const kfmm::WalkOptions o = with_build(kfmm::WalkOptions{0.6}, v.build);
       kfmm::WalkWorkspace<Kokkos::CudaSpace> ws;
       ws.scatter_slices = v.scatter_slices;
-      const auto ls = kfmm::dual_tree_walk(Kokkos::Serial(), ts, with_build({0.6}, kfmm::ListBuild::sort));
       const auto lc = kfmm::dual_tree_walk(Kokkos::Cuda(), tc, o, ws);
       REQUIRE(HostList(ls.far) == HostList(lc.far));
       REQUIRE(HostList(ls.near) == HostList(lc.near));

@@ -329,8 +329,9 @@ NBodyConfig load_nbody_config(const std::string& path) {
         "must be in [0, 1] (0: off)");
   check(s.precision == "fp32" || s.precision == "fp64", "solver.precision",
         "must be fp32 or fp64 (got '" + s.precision + "')");
-  check(s.list_build == "automatic" || s.list_build == "sort" || s.list_build == "scatter",
-        "solver.list_build", "must be automatic, sort or scatter (got '" + s.list_build + "')");
+  kfmm::ListBuild build{};
+  check(kfmm::list_build_from_string(s.list_build, build), "solver.list_build",
+        "must be automatic, sort or scatter (got '" + s.list_build + "')");
   check(out.snapshot_every >= 0, "output.snapshot_every", "must be >= 0 (0: only the first and last step)");
   check(out.log_every >= 1, "output.log_every", "must be >= 1");
   if (out.directory.empty()) out.directory = default_directory(path);

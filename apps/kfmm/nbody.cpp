@@ -184,9 +184,7 @@ int run_nbody(const Arguments& a) {
   options.softening = sc.softening;
   options.G = sc.G;
   options.concentration_ratio = sc.concentration_ratio;
-  options.list_build = sc.list_build == "sort"      ? kfmm::ListBuild::sort
-                       : sc.list_build == "scatter" ? kfmm::ListBuild::scatter
-                                                    : kfmm::ListBuild::automatic;
+  kfmm::list_build_from_string(sc.list_build, options.list_build);  // (checked by load_nbody_config)
   options.timing = true;
   const Precision precision = precision_from_string(sc.precision);
   if (precision == Precision::fp32 && !sc.tolerance && !(sc.order && sc.theta)) {

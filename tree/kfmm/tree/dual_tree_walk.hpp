@@ -14,10 +14,11 @@
 /// radii the larger node id), so that (A, B) and (B, A) split the same node.
 ///
 /// Unordered pairs. Every decision, and so the whole descent below a pair, is symmetric in its two nodes,
-/// so the walk visits each unordered pair {A, B} once and writes a final pair in both directions,
-/// (A <- B) and (B <- A); a self pair opens into the unordered pairs {a_u, a_v}, u <= v, of its children
-/// (36 of 8 children, not 64). Both lists come out symmetric by construction, and the rounds decide about
-/// half the pairs that a walk over ordered pairs decides (docs/tree.md, "Walk").
+/// so the walk visits each unordered pair {A, B} once, and a final pair stands for both directions,
+/// (A <- B) and (B <- A) (written twice for ListBuild::sort, once for scatter); a self pair opens into the
+/// unordered pairs {a_u, a_v}, u <= v, of its children (36 of 8 children, not 64). Both lists come out
+/// symmetric by construction, and the rounds decide about half the pairs that a walk over ordered pairs
+/// decides (docs/tree.md, "Walk").
 ///
 /// Rounds. Round r holds the open pairs; every pair does O(1) work in its own thread, so no thread can
 /// set the pace of a round (an earlier depth-first design let one thread open ~9e4 nodes). A round is
@@ -58,7 +59,7 @@
 ///     stable sort would give it, in the sources' final buffer (queue 1's storage): on the host by sliced
 ///     counting (one block of pairs per thread, a column of counts per block: no atomics), on GPUs by
 ///     atomic row cursors followed by a per-row sort of the entry indices. ~8 bytes per list entry; on
-///     the host also 25-40 % less walk time (docs/tree.md, "Scatter").
+///     the host also 21-54 % less walk time (docs/tree.md, "Scatter").
 /// One scan over the nodes then compacts the rows of both lists.
 ///
 /// Every write goes to an offset that a scan determined (or, for the atomic cursors, is put in order
@@ -82,6 +83,7 @@
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/host_copy.hpp"
 #include "kfmm/core/interaction_list.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/core/tile_scan.hpp"
 #include "kfmm/core/view_capacity.hpp"
 #include "kfmm/tree/list_build.hpp"
@@ -210,7 +212,8 @@ struct WalkWorkspace {
   Kokkos::View<unsigned*, MemorySpace> pair_keys;  ///< per written final pair: (near << b) | target
   Kokkos::View<int*, MemorySpace> pair_sources;    ///< per written final pair: source (the payload)
   Kokkos::View<int* [4], MemorySpace> bounds;      ///< per node: far [begin, end), near [begin, end)
-  /// [0]: index of the first near pair; [1], [2]: far, near rows; [3]: first far target (-1: none)
+  /// [0]: index of the first near pair; [1], [2]: far, near rows; [3]: first far target (-1: none);
+  /// [4] (ListBuild::scatter): all list entries as counted on the device
   Kokkos::View<int*, MemorySpace> split;
   Kokkos::View<int*, MemorySpace> far_rows, far_offsets, near_rows, near_offsets;
   /// The final pairs' sort. Its key and value buffers hold the queues during the rounds, and the sorted
@@ -228,9 +231,11 @@ struct WalkWorkspace {
   int scatter_slices = 0;
   /// ListBuild::scatter: per row (and slice) the entry counts, then the cursors.
   Kokkos::View<int*, MemorySpace> row_counts;
-  /// The plan: open pairs per round and final pairs of the last walk with this workspace.
+  /// The plan: open pairs per round and final pairs stored by the last walk with this workspace (one per
+  /// final pair with ListBuild::scatter, two but for self pairs with sort: plan_scattered says which).
   std::vector<long long> plan;
   long long planned_pairs = 0;
+  bool plan_scattered = false;
   Kokkos::View<long long*, MemorySpace> state;  ///< planned rounds: pair base, open pairs per round; overflow
 };
 
@@ -555,9 +560,10 @@ KOKKOS_INLINE_FUNCTION WalkEntry walk_entry(const unsigned key, const int s, con
 }
 
 /// Sliced counting (host backends): the stored pairs are cut into `slices` consecutive blocks, one per
-/// thread, and every block has its own column of counts, counts(row * slices + slice) (zeroed before):
-/// no atomics. Pass 1 (Place = false) counts each block's entries per row; pass 3 (Place = true), after
-/// pass 2 turned the counts into cursors, writes each block's entries in entry order at its cursors.
+/// thread, and every block has its own column of counts, counts(slice * rows + row) (zeroed before; a
+/// block's counts are contiguous, so threads do not share cache lines): no atomics. Pass 1 (Place = false)
+/// counts each block's entries per row; pass 3 (Place = true), after pass 2 turned the counts into cursors,
+/// writes each block's entries in entry order at its cursors.
 template <class MemorySpace, bool Place>
 struct WalkSlicePass {
   Kokkos::View<const unsigned*, MemorySpace> keys;
@@ -568,9 +574,11 @@ struct WalkSlicePass {
   unsigned near_bit;
   int num_nodes, slices;
   KOKKOS_INLINE_FUNCTION void visit(const WalkEntry e, const int slice) const {
-    int& count = counts(static_cast<long long>(e.row) * slices + slice);
+    int& count = counts(static_cast<long long>(slice) * 2 * num_nodes + e.row);
     if constexpr (Place) {
-      sources(count++) = e.source;
+      const int place = count++;
+      if (static_cast<long long>(place) < static_cast<long long>(sources.extent(0)))
+        sources(place) = e.source;
     } else {
       ++count;
     }
@@ -588,10 +596,12 @@ struct WalkSlicePass {
 };
 
 /// Pass 2, both variants: an exclusive scan of the counts in row order (sliced counting: row by row,
-/// each row's slices in order; atomic cursors: one count per row, slices = 1) turns them into the
-/// places where each slice's (or row's) entries start. Writes the rows' bounds, far rows in
-/// bounds(t, 0..1), near rows in bounds(t, 2..3); split(0) = the first near entry and split(4) = all
-/// entries (checked on the host).
+/// each row's slices in order, read from their columns; atomic cursors: one count per row, slices = 1)
+/// turns them into the places where each slice's (or row's) entries start. Writes the rows' bounds, far
+/// rows in bounds(t, 0..1), near rows in bounds(t, 2..3); split(0) = the first near entry and split(4) =
+/// all entries, which the host compares with the expected count before the lists are used (a tree whose
+/// leaves do not each have one self pair would be inconsistent: the passes then drop the writes that
+/// fall outside the buffer, and the walk throws).
 template <class MemorySpace>
 struct WalkRowOffsets {
   using value_type = long long;
@@ -612,9 +622,10 @@ struct WalkRowOffsets {
       if (row == rows) split(4) = static_cast<int>(prefix);
     }
     if (j == end) return;
-    const int count = counts(j);
-    if (final) counts(j) = static_cast<int>(prefix);
-    prefix += count;
+    int& count = counts((j % slices) * rows + j / slices);  // (row j / slices, slice j % slices)
+    const int c = count;
+    if (final) count = static_cast<int>(prefix);
+    prefix += c;
   }
 };
 
@@ -633,7 +644,8 @@ struct WalkAtomicPass {
   int num_nodes;
   KOKKOS_INLINE_FUNCTION void visit(const WalkEntry e, const unsigned index) const {
     if constexpr (Place) {
-      entries(Kokkos::atomic_fetch_add(&counts(e.row), 1)) = index;
+      const int place = Kokkos::atomic_fetch_add(&counts(e.row), 1);
+      if (static_cast<long long>(place) < static_cast<long long>(entries.extent(0))) entries(place) = index;
     } else {
       Kokkos::atomic_add(&counts(e.row), 1);
     }
@@ -690,14 +702,18 @@ struct WalkSortRows {
   Kokkos::View<const int*, MemorySpace> pair_sources;
   Kokkos::View<const int* [4], MemorySpace> bounds;
   Kokkos::View<unsigned*, MemorySpace, Kokkos::MemoryUnmanaged> entries;
+  long long pairs;
   unsigned near_bit;
   KOKKOS_INLINE_FUNCTION void operator()(const int t) const {
     for (int q = 0; q < 4; q += 2) {
       const int begin = bounds(t, q), end = bounds(t, q + 1);
+      // (an inconsistent tree's rows may pass the buffer: skipped, and the entry check throws)
+      if (static_cast<long long>(end) > static_cast<long long>(entries.extent(0))) continue;
       sort_row(entries.data() + begin, end - begin);
       for (int k = begin; k < end; ++k) {
         const unsigned e = entries(k);
         const long long i = e >> 1;
+        if (i >= pairs) continue;
         const int source = (e & 1u) != 0 ? static_cast<int>(keys(i) & (near_bit - 1)) : pair_sources(i);
         entries(k) = static_cast<unsigned>(source);
       }
@@ -812,7 +828,12 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     widest[planned % 2] = std::max(widest[planned % 2], caps[planned - 1]);
     detail::reserve_queue(ws.sort.keys, ws.queue[0], widest[0], 0, false, "kfmm::walk::queue");
     detail::reserve_queue(ws.sort.values, ws.queue[1], widest[1], 0, false, "kfmm::walk::queue");
-    const long long pair_cap = detail::with_headroom(ws.planned_pairs, 1024);
+    // (The plan's pairs are those its walk stored: a plan of the other list build stores about twice or
+    // half as many, 2 P - L or (P + L) / 2 with L leaves, each leaf's self pair stored once.)
+    long long planned_pairs = ws.planned_pairs;
+    if (ws.plan_scattered != scatter)
+      planned_pairs = scatter ? (planned_pairs + tree.num_leaves) / 2 : 2 * planned_pairs - tree.num_leaves;
+    const long long pair_cap = detail::with_headroom(std::max(planned_pairs, 0LL), 1024);
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
     detail::reserve_at_least(ws.pair_sources, pair_cap, "kfmm::walk::pair_sources");
   }
@@ -826,8 +847,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           "dual_tree_walk: node storage not aligned to ", alignof(Node), " bytes");
   detail::reserve_at_least(ws.bounds, num_nodes, "kfmm::walk::bounds");
   detail::reserve_at_least(ws.split, 5, "kfmm::walk::split");
-  // (a queue's storage grows in the counted rounds below, with headroom, and to the sort's size after
-  // them, exactly: grow_queue refreshes the queue's view)
+  // (a queue's storage grows in the counted rounds below, with headroom, and after them to the sort's
+  // size (sort) or, queue 1's, to the lists' sources (scatter): grow_queue refreshes the queue's view)
   const auto grow_queue = [&](int b, long long words, long long keep, bool headroom) {
     if (b == 0) {
       detail::reserve_queue(ws.sort.keys, ws.queue[0], words, keep, headroom, "kfmm::walk::queue");
@@ -964,6 +985,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   lists.statistics.rounds = static_cast<int>(sizes.size());
   ws.plan = sizes;
   ws.planned_pairs = pairs;
+  ws.plan_scattered = scatter;
 
   // CSR: sort the final pairs by (near, target) and mark the rows' bounds, or count, scatter and sort the
   // rows (ListBuild); then compact the rows.
@@ -986,6 +1008,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
                            : -1;
     if (num_nodes > 0) {
       const long long rows = 2LL * num_nodes, columns = slices > 0 ? slices : 1;
+      require(rows * columns < INT_MAX, "dual_tree_walk: ", num_nodes, " nodes x ", columns,
+              " scatter slices exceed the int range of the row counts (use fewer slices)");
       detail::reserve_at_least(ws.row_counts, rows * columns + 1, "kfmm::walk::row_counts");
       Kokkos::deep_copy(space, Kokkos::subview(ws.row_counts, Kokkos::make_pair(0LL, rows * columns)), 0);
       const detail::WalkRowOffsets<memory_space> offsets{ws.row_counts, ws.bounds, ws.split, num_nodes,
@@ -1013,9 +1037,9 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
         Kokkos::parallel_for(
             "kfmm::walk::scatter_rows", Range(space, 0, pairs),
             Place{ws.pair_keys, ws.pair_sources, ws.row_counts, entries, near_bit, num_nodes});
-        Kokkos::parallel_for(
-            "kfmm::walk::sort_rows", Range(space, 0, num_nodes),
-            detail::WalkSortRows<memory_space>{ws.pair_keys, ws.pair_sources, ws.bounds, entries, near_bit});
+        Kokkos::parallel_for("kfmm::walk::sort_rows", Range(space, 0, num_nodes),
+                             detail::WalkSortRows<memory_space>{ws.pair_keys, ws.pair_sources, ws.bounds,
+                                                                entries, pairs, near_bit});
       }
     }
   } else {

@@ -4,6 +4,8 @@
 /// without the walk's kernels.
 #pragma once
 
+#include <string>
+
 namespace kfmm {
 
 /// How dual_tree_walk builds the CSR rows of its lists. Every choice gives the same lists, entry for
@@ -36,6 +38,18 @@ inline const char* to_string(ListBuild b) {
 /// True for the enum's values (a cast integer may be none of them).
 inline bool is_valid(ListBuild b) {
   return b == ListBuild::automatic || b == ListBuild::sort || b == ListBuild::scatter;
+}
+
+/// Sets `build` to the list build named `name` ("automatic", "sort", "scatter", as to_string writes them)
+/// and returns true; returns false, leaving `build` as it was, for any other name.
+inline bool list_build_from_string(const std::string& name, ListBuild& build) {
+  for (const ListBuild b : {ListBuild::automatic, ListBuild::sort, ListBuild::scatter}) {
+    if (name == to_string(b)) {
+      build = b;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace kfmm

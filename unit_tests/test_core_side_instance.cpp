@@ -207,9 +207,13 @@ TEMPLATE_LIST_TEST_CASE("StageClock lanes time each instance's stages and leave 
     clock.mark(3);
     clock.finish(seconds);
   };
+  // The wait for the side's five untimed fills can only leak into stage 3 where work runs asynchronously
+  // (device events); host backends run each fill when it is submitted, so there the bound would test
+  // nothing but the machine's load (on two busy cores a 1.7 ms fill took 5.9 ms three times running).
+  const bool asynchronous = Clock::method == kfmm::StageClockMethod::device_events;
   const auto within_bounds = [&] {
     return seconds[0] >= 0.25 * one_fill && seconds[1] >= 0.5 * one_fill && seconds[2] < 0.25 * one_fill &&
-           seconds[3] >= 0.25 * one_fill && seconds[3] < 3 * one_fill;
+           seconds[3] >= 0.25 * one_fill && (!asynchronous || seconds[3] < 3 * one_fill);
   };
   int tries = 0;
   do {
@@ -221,7 +225,7 @@ TEMPLATE_LIST_TEST_CASE("StageClock lanes time each instance's stages and leave 
   CHECK(seconds[1] >= 0.5 * one_fill);  // (two fills)
   CHECK(seconds[2] < 0.25 * one_fill);  // (the untimed fills are not in it)
   CHECK(seconds[3] >= 0.25 * one_fill);
-  CHECK(seconds[3] < 3 * one_fill);  // (the wait for the side's five untimed fills is not in it)
+  if (asynchronous) CHECK(seconds[3] < 3 * one_fill);  // (the wait for the side's five untimed fills)
 
   // Misuse is refused: a lane other than 0 and 1, a mark on a lane never started.
   clock.start(main);

@@ -20,7 +20,7 @@ Arguments declare_forces() {
       "kfmm forces --input IN.csv --output OUT.csv [--order P --theta T | --tolerance EPS]\n"
       "                   [--leaf-size L] [--softening EPS] [--G G] [--precision fp32|fp64] [--check "
       "NSAMPLES]\n"
-      "                   [--concentration-ratio R] [--seed S]",
+      "                   [--concentration-ratio R] [--list-build automatic|sort|scatter] [--seed S]",
       "Accelerations and potentials of every particle of IN.csv (header x,y,z,m; masses may be negative)\n"
       "from all the others, by the fast multipole method:\n"
       "  a_i = -G sum_{j!=i} m_j (x_i - x_j) (r^2+eps^2)^(-3/2),  phi_i = -G sum_{j!=i} m_j "
@@ -39,6 +39,10 @@ Arguments declare_forces() {
   a.option("G", "G", "gravitational constant (default 1)");
   a.option("concentration-ratio", "R",
            "the walk's concentration rule for compact heavy masses, in [0, 1] (default 0.1; 0: off)");
+  a.option(
+      "list-build", "automatic|sort|scatter",
+      "how the walk builds its lists, same results (scatter: half the walk's memory; default: scatter on "
+      "CPUs, sort on GPUs)");
   a.option(
       "precision", "fp32|fp64",
       "evaluation precision (default fp64; fp32 takes positions relative to their bounding box's centre)");
@@ -85,6 +89,9 @@ kfmm::Options solver_options(const Arguments& a) {
   o.concentration_ratio = a.get_double("concentration-ratio", o.concentration_ratio);
   if (!(o.concentration_ratio >= 0 && o.concentration_ratio <= 1)) {
     throw UsageError("--concentration-ratio " + a.get("concentration-ratio") + " must be in [0, 1]");
+  }
+  if (a.has("list-build") && !kfmm::list_build_from_string(a.get("list-build"), o.list_build)) {
+    throw UsageError("--list-build '" + a.get("list-build") + "' is not one of automatic, sort, scatter");
   }
   o.timing = true;
   return o;

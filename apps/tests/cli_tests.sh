@@ -119,6 +119,10 @@ case "$CASE" in
     expect_out "fp32"; expect_out "within the requested tolerance"
     run 0 forces --input particles.csv --output result.csv --order 4 --theta 0.5 --leaf-size 16 --softening 0.001 --check 200
     expect_out "as given"; expect_out "leaf size 16"
+    # Both list builds: the same lists, so the same results, bitwise.
+    run 0 forces --input particles.csv --output sorted.csv --list-build sort
+    run 0 forces --input particles.csv --output scattered.csv --list-build scatter
+    cmp sorted.csv scattered.csv || fail "--list-build changes the results"
     ;;
   forces_fp32_rounding)
     # fp32 runs take positions relative to their bounding box's centre (subtracted in double): a clump
@@ -202,6 +206,7 @@ case "$CASE" in
     EXPECTED_STATUS=2 forces_rejects "--leaf-size 2000000 must be in 1..1000000" --leaf-size 2000000
     EXPECTED_STATUS=2 forces_rejects "--softening -1 must be >= 0" --softening -1
     EXPECTED_STATUS=2 forces_rejects "--concentration-ratio 2 must be in \[0, 1\]" --concentration-ratio 2
+    EXPECTED_STATUS=2 forces_rejects "--list-build 'quick' is not one of automatic, sort, scatter" --list-build quick
     EXPECTED_STATUS=2 forces_rejects "precision 'fp16' is not one of fp32, fp64" --precision fp16
     EXPECTED_STATUS=2 forces_rejects "not all three" --order 4 --theta 0.5 --tolerance 1e-3
     forces_rejects "tolerance = 1e-14 is below the precision floor" --tolerance 1e-14

@@ -76,7 +76,7 @@ struct Sweep {
   std::vector<std::string> precision{"fp64"};
   std::vector<double> softening{0};
   std::vector<double> concentration_ratio{kfmm::Options().concentration_ratio};
-  std::vector<std::string> list_build{"automatic"};
+  std::vector<kfmm::ListBuild> list_build{kfmm::ListBuild::automatic};
   int targets = 4096;
   int stage_repetitions = 5;  ///< evaluations whose stage times give the medians (after two warm-ups)
   struct Point {
@@ -185,11 +185,12 @@ Sweep read_sweep(const std::string& path) {
         kfmm::require(r >= 0 && r <= 1, path, ":", number, ": concentration_ratio ", r, " is outside [0, 1]");
       }
     } else if (key == "list_build") {
-      s.list_build = items;
-      for (const auto& b : s.list_build) {
+      s.list_build.clear();
+      for (const auto& name : items) {
         kfmm::ListBuild build{};
-        kfmm::require(kfmm::list_build_from_string(b, build), path, ":", number, ": list_build '", b,
+        kfmm::require(kfmm::list_build_from_string(name, build), path, ":", number, ": list_build '", name,
                       "' is not automatic, sort or scatter");
+        s.list_build.push_back(build);
       }
     } else if (key == "targets") {
       s.targets = static_cast<int>(numbers().at(0));
@@ -588,9 +589,9 @@ void register_case(const Case& c) {
 /// Registers case c once per concentration ratio and list build of the sweep.
 void register_case_per_ratio(Case c, const Sweep& s) {
   for (double ratio : s.concentration_ratio) {
-    for (const auto& build : s.list_build) {
+    for (const kfmm::ListBuild build : s.list_build) {
       c.concentration_ratio = ratio;
-      kfmm::list_build_from_string(build, c.list_build);  // (checked when the sweep was read)
+      c.list_build = build;
       register_case(c);
     }
   }

@@ -555,7 +555,7 @@ class Solver {
     // The walk's sources Views hold exactly their pairs: no device-to-host copy of the last offsets.
     stats_.far_pairs = static_cast<long long>(lists_.far.sources.extent(0));
     stats_.near_pairs = static_cast<long long>(lists_.near.sources.extent(0));
-    stats_.list_build = lists_.statistics.scattered ? ListBuild::scatter : ListBuild::sort;
+    stats_.list_build = lists_.statistics.list_build;
   }
 
   /// Multipoles of the current tree for masses in the tree's order, on the side instance after the work

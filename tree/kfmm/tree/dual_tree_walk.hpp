@@ -167,7 +167,7 @@ struct WalkStatistics {
   long long pairs_visited = 0;  ///< unordered node pairs decided (tested against the MAC)
   int planned_rounds = 0;       ///< rounds run from the workspace's plan, without a host round trip
   bool replanned = false;       ///< the plan was too small somewhere: the walk was re-run counted
-  bool scattered = false;       ///< the rows were built by ListBuild::scatter (else by the sort)
+  ListBuild list_build = ListBuild::sort;  ///< how the rows were built (WalkOptions::list_build resolved)
 };
 
 /// The two lists of a walk, in the memory space of the tree. Their sources Views hold exactly their
@@ -232,10 +232,10 @@ struct WalkWorkspace {
   /// ListBuild::scatter: per row (and slice) the entry counts, then the cursors.
   Kokkos::View<int*, MemorySpace> row_counts;
   /// The plan: open pairs per round and final pairs stored by the last walk with this workspace (one per
-  /// final pair with ListBuild::scatter, two but for self pairs with sort: plan_scattered says which).
+  /// final pair with ListBuild::scatter, two but for self pairs with sort: planned_build says which).
   std::vector<long long> plan;
   long long planned_pairs = 0;
-  bool plan_scattered = false;
+  ListBuild planned_build = ListBuild::sort;
   Kokkos::View<long long*, MemorySpace> state;  ///< planned rounds: pair base, open pairs per round; overflow
 };
 
@@ -791,9 +791,10 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           "dual_tree_walk: workspace scatter_slices = ", ws.scatter_slices, " must lie in [-1, 1024]");
   require(is_valid(options.list_build), "dual_tree_walk: list_build = ", static_cast<int>(options.list_build),
           " is not a ListBuild (automatic, sort, scatter)");
-  const bool scatter =
-      options.list_build == ListBuild::scatter ||
-      (options.list_build == ListBuild::automatic && detail::is_host_execution_space<ExecutionSpace>);
+  const ListBuild build = options.list_build != ListBuild::automatic        ? options.list_build
+                          : detail::is_host_execution_space<ExecutionSpace> ? ListBuild::scatter
+                                                                            : ListBuild::sort;
+  const bool scatter = build == ListBuild::scatter;
   InteractionLists<memory_space> lists;
   const int num_nodes = tree.num_nodes;
 
@@ -831,7 +832,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     // (The plan's pairs are those its walk stored: a plan of the other list build stores about twice or
     // half as many, 2 P - L or (P + L) / 2 with L leaves, each leaf's self pair stored once.)
     long long planned_pairs = ws.planned_pairs;
-    if (ws.plan_scattered != scatter)
+    if (ws.planned_build != build)
       planned_pairs = scatter ? (planned_pairs + tree.num_leaves) / 2 : 2 * planned_pairs - tree.num_leaves;
     const long long pair_cap = detail::with_headroom(std::max(planned_pairs, 0LL), 1024);
     detail::reserve_at_least(ws.pair_keys, pair_cap, "kfmm::walk::pair_keys");
@@ -983,9 +984,10 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     lists.statistics.pairs_visited += size;
   }
   lists.statistics.rounds = static_cast<int>(sizes.size());
+  lists.statistics.list_build = build;
   ws.plan = sizes;
   ws.planned_pairs = pairs;
-  ws.plan_scattered = scatter;
+  ws.planned_build = build;
 
   // CSR: sort the final pairs by (near, target) and mark the rows' bounds, or count, scatter and sort the
   // rows (ListBuild); then compact the rows.
@@ -995,12 +997,12 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   require(np >= 0 && np <= INT_MAX, "dual_tree_walk: ", np,
           " list entries exceed the int index range of the lists (or an inconsistent tree)");
   const int n_pairs = static_cast<int>(np);
+  const long long buffer_words = (np + np / 16 + 1024) / 2 + 1;  // (a 16th of headroom on the entries)
   Kokkos::View<int*, memory_space> sources;
   if (scatter) {
     // The lists' sources take queue 1's storage (dead once the rounds are done); counts and cursors are
     // per row (atomic) or per row and slice.
-    lists.statistics.scattered = true;
-    grow_queue(1, (np + np / 16 + 1024) / 2 + 1, 0, false);
+    grow_queue(1, buffer_words, 0, false);
     sources = ws.sort.values;
     const int slices = ws.scatter_slices != 0 ? ws.scatter_slices
                        : detail::is_host_execution_space<ExecutionSpace>
@@ -1048,8 +1050,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     // walk's buffers 436 -> 338 bytes per particle in the eleventh session, docs/tree.md). The sorted pairs
     // stay where the sort's last pass wrote them (keys and sources below): after an odd number of passes
     // that is this storage, and copying them back cost ~0.45 ms at 1e7 particles on an H100.
-    grow_queue(0, (np + np / 16 + 1024) / 2 + 1, 0, false);
-    grow_queue(1, (np + np / 16 + 1024) / 2 + 1, 0, false);
+    grow_queue(0, buffer_words, 0, false);
+    grow_queue(1, buffer_words, 0, false);
     const bool in_second =
         sort_by_key_bits_in_either(space, ws.pair_keys, ws.pair_sources, n_pairs, 0, node_bits + 1, ws.sort);
     const Kokkos::View<unsigned*, memory_space> keys = in_second ? ws.sort.keys : ws.pair_keys;

@@ -14,6 +14,7 @@
 
 #include "backends.hpp"
 #include "kfmm/core/error.hpp"
+#include "kfmm/tree/team_sort.hpp"
 #include "test_tree_inputs.hpp"
 
 namespace {
@@ -467,34 +468,49 @@ TEMPLATE_LIST_TEST_CASE("walk lists come from either buffer of the pair sort", "
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("sort_row sorts a row in place in one thread", "[tree][walk]",
+TEMPLATE_LIST_TEST_CASE("team_sort sorts a row in place with a team", "[tree][walk]",
                         kfmm_test::ExecutionSpaces) {
-  // The atomic scatter's per-row sort (insertion sort up to 16 entries, heapsort above), run in one device
-  // thread on every backend, against std::sort: lengths around the switch and long rows, each in
-  // ascending, descending, constant, sawtooth and random order.
+  // The atomic scatter's per-row sort (a bitonic network in scratch chunks, the longer stages on the row
+  // itself), against std::sort and a transform on the way out: with chunks of 16 (rows past it run the
+  // global stages; the walk uses 2048) and of 2048, lengths around the chunk, its powers of two and long
+  // rows, in ascending, descending, constant, sawtooth and random order (the largest value included), with
+  // one thread per team and the most the backend allows up to 128.
   using Space = TestType;
+  using Team = typename Kokkos::TeamPolicy<Space>::member_type;
+  using Scratch = Kokkos::View<unsigned*, typename Space::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   kfmm_tree_test::Rng rng(7);
-  for (const int n : {0, 1, 2, 3, 15, 16, 17, 18, 31, 200, 1001}) {
-    for (int pattern = 0; pattern < 5; ++pattern) {
-      std::vector<unsigned> row(n);
-      for (int i = 0; i < n; ++i) {
-        const unsigned values[5] = {static_cast<unsigned>(i), static_cast<unsigned>(n - i), 7u,
-                                    static_cast<unsigned>(i % 5),
-                                    static_cast<unsigned>(rng.uniform(0, 4.2e9))};
-        row[i] = values[pattern];
+  const int most = kfmm::detail::is_host_execution_space<Space> ? 1 : 128;
+  for (const int chunk : {16, 2048}) {
+    for (const int team_size : {1, most}) {
+      for (const int n : {0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 200, 1001, 2047, 2048, 2049, 5000}) {
+        for (int pattern = 0; pattern < 5; ++pattern) {
+          std::vector<unsigned> row(n);
+          for (int i = 0; i < n; ++i) {
+            const unsigned values[5] = {static_cast<unsigned>(i), static_cast<unsigned>(n - i), 7u,
+                                        static_cast<unsigned>(i % 5),
+                                        i == n / 2 ? ~0u : static_cast<unsigned>(rng.uniform(0, 4.2e9))};
+            row[i] = values[pattern];
+          }
+          Kokkos::View<unsigned*, typename Space::memory_space> d("row", n);
+          Kokkos::deep_copy(
+              d, Kokkos::View<const unsigned*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(row.data(), n));
+          Kokkos::parallel_for(
+              "team_sort",
+              Kokkos::TeamPolicy<Space>(1, team_size)
+                  .set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(chunk))),
+              KOKKOS_LAMBDA(const Team& team) {
+                const Scratch scratch(team.team_scratch(0), chunk);
+                kfmm::detail::team_sort(team, d.data(), n, scratch, [](const unsigned v) { return v ^ 1u; });
+              });
+          std::vector<unsigned> got(n);
+          Kokkos::deep_copy(
+              Kokkos::View<unsigned*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), n), d);
+          std::sort(row.begin(), row.end());
+          for (auto& v : row) v ^= 1u;
+          INFO("chunk " << chunk << ", team " << team_size << ", n = " << n << ", pattern " << pattern);
+          REQUIRE(got == row);
+        }
       }
-      Kokkos::View<unsigned*, typename Space::memory_space> d("row", n);
-      Kokkos::deep_copy(
-          d, Kokkos::View<const unsigned*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(row.data(), n));
-      Kokkos::parallel_for(
-          "sort_row", Kokkos::RangePolicy<Space>(0, 1),
-          KOKKOS_LAMBDA(const int) { kfmm::detail::sort_row(d.data(), n); });
-      std::vector<unsigned> got(n);
-      Kokkos::deep_copy(Kokkos::View<unsigned*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), n),
-                        d);
-      std::sort(row.begin(), row.end());
-      INFO("n = " << n << " pattern " << pattern);
-      REQUIRE(got == row);
     }
   }
 }

@@ -58,7 +58,8 @@
 ///     mirror (s <- t). Rows are counted, their starts scanned, and every entry placed at the place the
 ///     stable sort would give it, in the sources' final buffer (queue 1's storage): on the host by sliced
 ///     counting (one block of pairs per thread, a column of counts per block: no atomics), on GPUs by
-///     atomic row cursors followed by a per-row sort of the entry indices. ~8 bytes per list entry; on
+///     atomic row cursors followed by a team per node sorting its rows' entry indices in scratch
+///     (tree/kfmm/tree/team_sort.hpp). ~8 bytes per list entry; on
 ///     the host also 21-54 % less walk time (docs/tree.md, "Scatter").
 /// One scan over the nodes then compacts the rows of both lists.
 ///
@@ -89,6 +90,7 @@
 #include "kfmm/tree/list_build.hpp"
 #include "kfmm/tree/octree.hpp"
 #include "kfmm/tree/sort.hpp"
+#include "kfmm/tree/team_sort.hpp"
 
 namespace kfmm {
 
@@ -659,64 +661,38 @@ struct WalkAtomicPass {
   }
 };
 
-/// Moves a[root] down the max-heap a[0, end) to its place.
-KOKKOS_INLINE_FUNCTION void sift_down(unsigned* a, int root, const int end) {
-  const unsigned v = a[root];
-  for (;;) {
-    int child = 2 * root + 1;
-    if (child >= end) break;
-    if (child + 1 < end && a[child + 1] > a[child]) ++child;
-    if (a[child] <= v) break;
-    a[root] = a[child];
-    root = child;
-  }
-  a[root] = v;
-}
-
-/// Sorts a[0, n) ascending in place: insertion sort up to 16 entries, heapsort above (O(n log n), no
-/// memory beyond the range, no recursion: one GPU thread can run it).
-KOKKOS_INLINE_FUNCTION void sort_row(unsigned* a, const int n) {
-  if (n <= 16) {
-    for (int i = 1; i < n; ++i) {
-      const unsigned v = a[i];
-      int j = i;
-      for (; j > 0 && a[j - 1] > v; --j) a[j] = a[j - 1];
-      a[j] = v;
-    }
-    return;
-  }
-  for (int root = n / 2 - 1; root >= 0; --root) sift_down(a, root, n);
-  for (int end = n - 1; end > 0; --end) {
-    const unsigned top = a[0];
-    a[0] = a[end];
-    a[end] = top;
-    sift_down(a, 0, end);
-  }
-}
-
-/// Atomic cursors, pass 4: one thread per node sorts the entry indices of its far and near row (the
-/// stable order) and replaces each by its source.
-template <class MemorySpace>
+/// Atomic cursors, pass 4: a team per node sorts the entry indices of its far and near row (the stable
+/// order; team_sort, in scratch chunks of `chunk`) and replaces each by its source on the way out.
+template <class ExecutionSpace>
 struct WalkSortRows {
-  Kokkos::View<const unsigned*, MemorySpace> keys;
-  Kokkos::View<const int*, MemorySpace> pair_sources;
-  Kokkos::View<const int* [4], MemorySpace> bounds;
-  Kokkos::View<unsigned*, MemorySpace, Kokkos::MemoryUnmanaged> entries;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  using Scratch =
+      Kokkos::View<unsigned*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  // (A GPU team of 128 fills the median row's network, 64-256 comparators; rows up to 2048 entries, 8 KB,
+  // all but the longest few per cent of the entries, sort without a pass over global memory.)
+  static constexpr int team_size = is_host_execution_space<ExecutionSpace> ? 1 : 128;
+  static constexpr int chunk = 2048;
+  Kokkos::View<const unsigned*, memory_space> keys;
+  Kokkos::View<const int*, memory_space> pair_sources;
+  Kokkos::View<const int* [4], memory_space> bounds;
+  Kokkos::View<unsigned*, memory_space, Kokkos::MemoryUnmanaged> entries;
   long long pairs;
   unsigned near_bit;
-  KOKKOS_INLINE_FUNCTION void operator()(const int t) const {
+  static size_t scratch_bytes() { return Scratch::shmem_size(chunk); }
+  KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
+    const int t = team.league_rank();
+    const Scratch scratch(team.team_scratch(0), chunk);
     for (int q = 0; q < 4; q += 2) {
       const int begin = bounds(t, q), end = bounds(t, q + 1);
       // (an inconsistent tree's rows may pass the buffer: skipped, and the entry check throws)
       if (static_cast<long long>(end) > static_cast<long long>(entries.extent(0))) continue;
-      sort_row(entries.data() + begin, end - begin);
-      for (int k = begin; k < end; ++k) {
-        const unsigned e = entries(k);
+      team_sort(team, entries.data() + begin, end - begin, scratch, [&](const unsigned e) {
         const long long i = e >> 1;
-        if (i >= pairs) continue;
-        const int source = (e & 1u) != 0 ? static_cast<int>(keys(i) & (near_bit - 1)) : pair_sources(i);
-        entries(k) = static_cast<unsigned>(source);
-      }
+        if (i >= pairs) return e;
+        return static_cast<unsigned>((e & 1u) != 0 ? static_cast<int>(keys(i) & (near_bit - 1))
+                                                   : pair_sources(i));
+      });
     }
   }
 };
@@ -1039,9 +1015,11 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
         Kokkos::parallel_for(
             "kfmm::walk::scatter_rows", Range(space, 0, pairs),
             Place{ws.pair_keys, ws.pair_sources, ws.row_counts, entries, near_bit, num_nodes});
-        Kokkos::parallel_for("kfmm::walk::sort_rows", Range(space, 0, num_nodes),
-                             detail::WalkSortRows<memory_space>{ws.pair_keys, ws.pair_sources, ws.bounds,
-                                                                entries, pairs, near_bit});
+        using SortRows = detail::WalkSortRows<ExecutionSpace>;
+        Kokkos::parallel_for("kfmm::walk::sort_rows",
+                             Kokkos::TeamPolicy<ExecutionSpace>(space, num_nodes, SortRows::team_size)
+                                 .set_scratch_size(0, Kokkos::PerTeam(SortRows::scratch_bytes())),
+                             SortRows{ws.pair_keys, ws.pair_sources, ws.bounds, entries, pairs, near_bit});
       }
     }
   } else {

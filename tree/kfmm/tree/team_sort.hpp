@@ -6,21 +6,29 @@
 
 namespace kfmm::detail {
 
-/// Element pair (lo, hi), lo < hi, of comparator `c` in stage (k, j) of a bitonic sorting network whose
-/// comparators all put the smaller value at the lower index: the merge of k-blocks first compares each
-/// element with its mirror in the block (j = k / 2), then runs half-cleaners at distances j = k / 4 .. 1.
-/// With every comparator ascending the network sorts any length n: the missing elements at n .. 2^m - 1
-/// act as +infinity, which never moves, so a comparator with hi >= n is skipped.
-KOKKOS_INLINE_FUNCTION void bitonic_pair(const long long c, const long long k, const long long j,
-                                         long long& lo, long long& hi) {
-  if (j == k / 2) {
-    const long long block = c / j, r = c % j;  // j = k / 2 comparators per k-block
-    lo = block * k + r;
-    hi = block * k + k - 1 - r;
-  } else {
-    lo = (c / j) * 2 * j + c % j;
-    hi = lo + j;
+/// Element pair (lo, hi), lo < hi, of comparator `c` in stage (k, j = 2^shift) of a bitonic sorting
+/// network whose comparators all put the smaller value at the lower index: the merge of k-blocks first
+/// compares each element with its mirror in the block (j = k / 2), then runs half-cleaners at distances
+/// j = k / 4 .. 1. With every comparator ascending the network sorts any length n: the missing elements
+/// at n .. 2^m - 1 act as +infinity, which never moves, so a comparator with hi >= n is skipped. (Shifts
+/// and masks: j is a power of two, and a 64-bit division costs ~100 GPU instructions.)
+template <class Index>
+KOKKOS_INLINE_FUNCTION void bitonic_pair(const Index c, const Index k, const Index j, const int shift,
+                                         Index& lo, Index& hi) {
+  const Index r = c & (j - 1);
+  const Index block_start = (c >> shift) << (shift + 1);  // j comparators per 2j elements
+  lo = block_start + r;
+  hi = j == k / 2 ? block_start + k - 1 - r : lo + j;
+}
+
+/// log2 of a power of two.
+KOKKOS_INLINE_FUNCTION int log2_of(long long pow2) {
+  int s = 0;
+  while (pow2 > 1) {
+    pow2 >>= 1;
+    ++s;
   }
+  return s;
 }
 
 /// Sorts a[0, n) ascending in place with the threads of `team` (any team size, one included), then stores
@@ -31,23 +39,27 @@ KOKKOS_INLINE_FUNCTION void bitonic_pair(const long long c, const long long k, c
 template <class Team, class Scratch, class Out>
 KOKKOS_INLINE_FUNCTION void team_sort(const Team& team, unsigned* a, const int n, const Scratch& scratch,
                                       const Out& out) {
-  const long long chunk = static_cast<long long>(scratch.extent(0));
+  const int chunk = static_cast<int>(scratch.extent(0));
   long long size = 1;  // the network's length: n rounded up to a power of two
   while (size < n) size *= 2;
-  const long long local = size < chunk ? size : chunk;
+  const int local = size < chunk ? static_cast<int>(size) : chunk;
 
   // Loads the chunk at `base`, runs the stages (k, j) for k = k_first .. k_last and j from k / 2 (from
-  // j_first for k_first) down to 1 in scratch, and stores it back (through `out` if `last`).
+  // j_first for k_first) down to 1 in scratch, and stores it back (through `out` if `last`). Within a
+  // chunk the pair indices are local (k > chunk only with j < chunk: half-cleaners inside the chunk).
   const auto in_scratch = [&](const long long base, const long long k_first, const long long k_last,
-                              const long long j_first, const bool last) {
+                              const int j_first, const bool last) {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, local),
-                         [&](const long long i) { scratch(i) = base + i < n ? a[base + i] : ~0u; });
+                         [&](const int i) { scratch(i) = base + i < n ? a[base + i] : ~0u; });
     team.team_barrier();
     for (long long k = k_first; k <= k_last; k *= 2) {
-      for (long long j = k == k_first ? j_first : k / 2; j >= 1; j /= 2) {
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, local / 2), [&](const long long c) {
-          long long lo, hi;
-          bitonic_pair(c, k, j, lo, hi);
+      const int j_start = k == k_first ? j_first : static_cast<int>(k / 2);
+      // (k itself only matters for the mirror stage, j = k / 2, where it is at most the chunk)
+      const int k_local = k <= chunk ? static_cast<int>(k) : 0;
+      for (int j = j_start, shift = log2_of(j_start); j >= 1; j /= 2, --shift) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, local / 2), [&](const int c) {
+          int lo, hi;
+          bitonic_pair(c, k_local, j, shift, lo, hi);
           const unsigned x = scratch(lo), y = scratch(hi);
           if (x > y) {
             scratch(lo) = y;
@@ -57,7 +69,7 @@ KOKKOS_INLINE_FUNCTION void team_sort(const Team& team, unsigned* a, const int n
         team.team_barrier();
       }
     }
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, local), [&](const long long i) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, local), [&](const int i) {
       if (base + i < n) a[base + i] = last ? out(scratch(i)) : scratch(i);
     });
     team.team_barrier();  // (the next chunk reuses the scratch)
@@ -68,11 +80,11 @@ KOKKOS_INLINE_FUNCTION void team_sort(const Team& team, unsigned* a, const int n
     return;
   }
   for (long long base = 0; base < n; base += chunk) in_scratch(base, 2, chunk, 1, false);
-  for (long long k = 2 * chunk; k <= size; k *= 2) {
-    for (long long j = k / 2; j >= chunk; j /= 2) {
+  for (long long k = 2LL * chunk; k <= size; k *= 2) {
+    for (long long j = k / 2, shift = log2_of(k / 2); j >= chunk; j /= 2, --shift) {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, size / 2), [&](const long long c) {
         long long lo, hi;
-        bitonic_pair(c, k, j, lo, hi);
+        bitonic_pair(c, k, j, static_cast<int>(shift), lo, hi);
         if (hi < n && a[lo] > a[hi]) {
           const unsigned x = a[lo];
           a[lo] = a[hi];

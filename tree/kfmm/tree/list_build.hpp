@@ -11,7 +11,8 @@ namespace kfmm {
 /// How dual_tree_walk builds the CSR rows of its lists. Every choice gives the same lists, entry for
 /// entry (the same rows, each with the same sources in the same order); they differ in memory and time.
 enum class ListBuild {
-  /// scatter on host backends, sort on GPUs (where scatter has not been timed yet).
+  /// scatter on host backends, sort on GPUs (where scatter saves 20-37 % of the device memory but its
+  /// walk took 1.3-1.9x the sort's on H100s: docs/benchmarks.md, "Thirty-sixth session").
   automatic,
   /// Every final pair in both directions, one stable radix sort by (near, target): the sort's keys and
   /// values and their second buffers, ~16 bytes per list entry at the peak.

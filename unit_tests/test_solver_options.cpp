@@ -331,12 +331,13 @@ TEST_CASE("Default leaf sizes: the calibration's on host backends, the H200's on
     // The tolerance rule hands out the backend's leaf size with the order it chose.
     const auto c = kfmm::choose_parameters<Device>(1e-4, p, 0.3);
     CHECK(c.leaf_size == expected);
-    // On GPUs float takes 96 from 1e6 particles on (orders up to 10); double and host backends keep
-    // the size for an unknown N whatever N.
-    for (const long long n : {0LL, 200000LL, 999999LL, 1000000LL, 10000000LL}) {
+    // On GPUs float takes 88 from 1e6 particles on and 96 from 5e6 (orders up to 10); double and host
+    // backends keep the size for an unknown N whatever N.
+    for (const long long n : {0LL, 200000LL, 999999LL, 1000000LL, 4999999LL, 5000000LL, 10000000LL}) {
       INFO("particles " << n);
-      const bool large_float_gpu = !kfmm::detail::is_host_execution_space<Device> && p <= 10 && n >= 1000000;
-      CHECK(kfmm::default_leaf_size<Device, float>(p, n) == (large_float_gpu ? 96 : expected));
+      const bool float_gpu = !kfmm::detail::is_host_execution_space<Device> && p <= 10;
+      const int float_expected = !float_gpu ? expected : n >= 5000000 ? 96 : n >= 1000000 ? 88 : expected;
+      CHECK(kfmm::default_leaf_size<Device, float>(p, n) == float_expected);
       CHECK(kfmm::default_leaf_size<Device, double>(p, n) == expected);
       CHECK(kfmm::default_leaf_size<Host, float>(p, n) == calibrated);
     }

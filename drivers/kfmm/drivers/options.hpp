@@ -55,7 +55,7 @@ struct Options {
   double concentration_ratio = 0.1;
   /// Maximum number of particles per leaf (>= 1); 0: chosen with the order (kfmm::default_leaf_size:
   /// the calibrated size on host backends; on GPUs, where the near field is cheaper, 80 up to order 10
-  /// (96 in float from 1e6 particles on) and the calibrated size above).
+  /// (in float 88 from 1e6 particles on, 96 from 5e6) and the calibrated size above).
   int leaf_size = 0;
   /// Plummer softening length eps >= 0.
   double softening = 0;

@@ -56,17 +56,22 @@ struct ParameterChoice {
 /// core). GPUs: 80 up to p 10, the H200's fastest or within 3 % of it at the tolerance rule's thetas
 /// (1e6 Plummer in fp32 at p 4-9 and in fp64 at p 9-10, leaves 48-160; 2e5 and 1e7 at p 8 in fp32;
 /// docs/benchmarks.md, "Nineteenth session"; 64 up to p 8 before the P2P's team followed the leaf
-/// size, which made larger leaves cheaper), where the CPU's 128 cost up to 13 %; in float from
-/// `particles` >= 1e6 on, 96 (the tolerance rule's p 8, theta 0.629 on Plummer: as fast as 80 at 1e6,
-/// 1 % faster at 3e6 and 1.9 % at 1e7 with 13 % less memory, where 80 was 2.7 % faster at 2e5;
-/// "Twenty-first session"); above p 10 (the GPU's runtime-order M2L) the calibration's.
-/// `particles` = 0: not known (the size for small N).
+/// size, which made larger leaves cheaper), where the CPU's 128 cost up to 13 %; in float 88 from
+/// `particles` >= 1e6 and 96 from 5e6 on (the tolerance rule's p 8, theta 0.629 on Plummer, one H200,
+/// leaves 72-96 in one run: 88 is the fastest or within 0.2 % of it at 1e6 (1.3 % faster than 96), 2e6
+/// and 3e6, 96 equals it at 5e6 and is 0.9 % faster than 80 at 1e7 with 12 % less memory, and 80 is the
+/// fastest at 2e5; docs/benchmarks.md, "Thirty-seventh session"); above p 10 (the GPU's runtime-order
+/// M2L) the calibration's. `particles` = 0: not known (the size for small N).
 template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace, class Real = double>
 int default_leaf_size(int order, long long particles = 0) {
   check_order(order);
   require(particles >= 0, "default_leaf_size: particles = ", particles, " must be >= 0 (0: unknown)");
   if constexpr (!detail::is_host_execution_space<ExecutionSpace>) {
-    if (order <= 10) return sizeof(Real) <= 4 && particles >= 1000000 ? 96 : 80;
+    if (order <= 10) {
+      if (sizeof(Real) <= 4 && particles >= 5000000) return 96;
+      if (sizeof(Real) <= 4 && particles >= 1000000) return 88;
+      return 80;
+    }
   }
   return detail::calibration::leaf_size_for_order[order];
 }

@@ -58,9 +58,9 @@ struct ParameterChoice {
 /// docs/benchmarks.md, "Nineteenth session"; 64 up to p 8 before the P2P's team followed the leaf
 /// size, which made larger leaves cheaper), where the CPU's 128 cost up to 13 %; in float 88 from
 /// `particles` >= 1e6 and 96 from 5e6 on (the tolerance rule's p 8, theta 0.629 on Plummer, one H200,
-/// leaves 72-96 in one run: 88 is the fastest or within 0.2 % of it at 1e6 (1.3 % faster than 96), 2e6
-/// and 3e6, 96 equals it at 5e6 and is 0.9 % faster than 80 at 1e7 with 12 % less memory, and 80 is the
-/// fastest at 2e5; docs/benchmarks.md, "Thirty-seventh session"); above p 10 (the GPU's runtime-order
+/// leaves 48-160, two runs: 88 is the fastest at 1e6 (1.3 % faster than 96), 2e6 and 3e6, 96 equals it
+/// at 5e6 and is 0.9 % faster than 80 at 1e7 with 12 % less memory, and 80 is within 0.5 % of the
+/// fastest (72) at 2e5; docs/benchmarks.md, "Thirty-seventh session"); above p 10 (the GPU's runtime-order
 /// M2L) the calibration's. `particles` = 0: not known (the size for small N).
 template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace, class Real = double>
 int default_leaf_size(int order, long long particles = 0) {

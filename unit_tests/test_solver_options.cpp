@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "kfmm/drivers/options.hpp"
 #include "kfmm/drivers/tolerance.hpp"
@@ -344,4 +345,24 @@ TEST_CASE("Default leaf sizes: the calibration's on host backends, the H200's on
   }
   CHECK_THROWS_AS(kfmm::default_leaf_size<Host>(kfmm::max_order + 1), kfmm::Error);
   CHECK_THROWS_AS(kfmm::default_leaf_size<Host>(4, -1), kfmm::Error);
+}
+
+TEST_CASE("The GPU's default leaf sizes, checked on any machine", "[solver][tolerance]") {
+  using kfmm::detail::default_leaf_size_for;
+  // Up to order 10: 80, and in float 88 from 1e6 particles and 96 from 5e6 (N = 0: unknown, small).
+  const std::pair<long long, int> float_sizes[] = {
+      {0, 80}, {1, 80}, {999999, 80}, {1000000, 88}, {4999999, 88}, {5000000, 96}, {100000000, 96}};
+  for (int p = 0; p <= kfmm::max_order; ++p) {
+    INFO("order " << p);
+    const int calibrated = kfmm::detail::calibration::leaf_size_for_order[p];
+    for (const auto& [n, size] : float_sizes) {
+      INFO("particles " << n);
+      CHECK(default_leaf_size_for<float>(true, p, n) == (p <= 10 ? size : calibrated));
+      CHECK(default_leaf_size_for<double>(true, p, n) == (p <= 10 ? 80 : calibrated));
+      CHECK(default_leaf_size_for<float>(false, p, n) == calibrated);
+      CHECK(default_leaf_size_for<double>(false, p, n) == calibrated);
+    }
+  }
+  CHECK_THROWS_AS(default_leaf_size_for<float>(true, kfmm::max_order + 1, 0), kfmm::Error);
+  CHECK_THROWS_AS(default_leaf_size_for<float>(true, 4, -1), kfmm::Error);
 }

@@ -51,6 +51,22 @@ struct ParameterChoice {
   double predicted_error = 0;  ///< calibrated worst-case relative L2 error of the accelerations
 };
 
+namespace detail {
+/// default_leaf_size for a GPU (`gpu`) or a host backend in precision Real, the rule itself: callable on
+/// any machine, so that the tests check the GPU's sizes where no GPU is.
+template <class Real>
+int default_leaf_size_for(bool gpu, int order, long long particles) {
+  check_order(order);
+  require(particles >= 0, "default_leaf_size: particles = ", particles, " must be >= 0 (0: unknown)");
+  if (gpu && order <= 10) {
+    if (sizeof(Real) <= 4 && particles >= 5000000) return 96;
+    if (sizeof(Real) <= 4 && particles >= 1000000) return 88;
+    return 80;
+  }
+  return calibration::leaf_size_for_order[order];
+}
+}  // namespace detail
+
 /// Leaf size that balances near and far work for an expansion order on ExecutionSpace, used when
 /// Options::leaf_size is 0. Host backends: the calibration's (the fastest at theta = 0.5 on one CPU
 /// core). GPUs: 80 up to p 10, the H200's fastest or within 3 % of it at the tolerance rule's thetas
@@ -64,16 +80,8 @@ struct ParameterChoice {
 /// M2L) the calibration's. `particles` = 0: not known (the size for small N).
 template <class ExecutionSpace = Kokkos::DefaultHostExecutionSpace, class Real = double>
 int default_leaf_size(int order, long long particles = 0) {
-  check_order(order);
-  require(particles >= 0, "default_leaf_size: particles = ", particles, " must be >= 0 (0: unknown)");
-  if constexpr (!detail::is_host_execution_space<ExecutionSpace>) {
-    if (order <= 10) {
-      if (sizeof(Real) <= 4 && particles >= 5000000) return 96;
-      if (sizeof(Real) <= 4 && particles >= 1000000) return 88;
-      return 80;
-    }
-  }
-  return detail::calibration::leaf_size_for_order[order];
+  return detail::default_leaf_size_for<Real>(!detail::is_host_execution_space<ExecutionSpace>, order,
+                                             particles);
 }
 
 namespace detail {

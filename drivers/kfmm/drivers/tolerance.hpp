@@ -53,12 +53,13 @@ struct ParameterChoice {
 
 namespace detail {
 /// default_leaf_size for a GPU (`gpu`) or a host backend in precision Real, the rule itself: callable on
-/// any machine, so that the tests check the GPU's sizes where no GPU is.
+/// any machine, so that the tests check the GPU's sizes where no GPU is. The GPU sizes hold for the
+/// orders with a compile-time GPU M2L (up to max_static_order, 10); above it the calibration's.
 template <class Real>
 int default_leaf_size_for(bool gpu, int order, long long particles) {
   check_order(order);
   require(particles >= 0, "default_leaf_size: particles = ", particles, " must be >= 0 (0: unknown)");
-  if (gpu && order <= 10) {
+  if (gpu && order <= max_static_order) {
     if (sizeof(Real) <= 4 && particles >= 5000000) return 96;
     if (sizeof(Real) <= 4 && particles >= 1000000) return 88;
     return 80;

@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kfmm/core/bit_width.hpp"
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/scan.hpp"
 #include "kfmm/core/view_capacity.hpp"
@@ -53,13 +54,6 @@ struct SortWorkspace {
     }
   }
 };
-
-/// Number of bits needed to represent every value in [0, max_value] (0 for max_value <= 0).
-inline int bits_for(unsigned long long max_value) {
-  int b = 0;
-  while (b < 64 && (max_value >> b) != 0) ++b;
-  return b;
-}
 
 namespace detail {
 

@@ -4,6 +4,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "kfmm/core/bit_width.hpp"
+
 namespace kfmm::detail {
 
 /// Element pair (lo, hi), lo < hi, of comparator `c` in stage (k, j = 2^shift) of a bitonic sorting
@@ -21,16 +23,6 @@ KOKKOS_INLINE_FUNCTION void bitonic_pair(const Index c, const Index k, const Ind
   const Index block_start = (c >> shift) << (shift + 1);  // j comparators per 2j elements
   lo = block_start + r;
   hi = j == k / 2 ? block_start + k - 1 - r : lo + j;
-}
-
-/// log2 of a power of two.
-KOKKOS_INLINE_FUNCTION int log2_of(long long pow2) {
-  int s = 0;
-  while (pow2 > 1) {
-    pow2 >>= 1;
-    ++s;
-  }
-  return s;
 }
 
 /// Sorts a[0, n) ascending in place with the threads of `team` (any team size, one included), then stores
@@ -58,7 +50,8 @@ KOKKOS_INLINE_FUNCTION void team_sort(const Team& team, unsigned* a, const int n
       const int j_start = k == k_first ? j_first : static_cast<int>(k / 2);
       // (k itself only matters for the mirror stage, j = k / 2, where it is at most the chunk)
       const int k_local = k <= chunk ? static_cast<int>(k) : 0;
-      for (int j = j_start, shift = log2_of(j_start); j >= 1; j /= 2, --shift) {
+      // (shift: log2 of j, a power of two)
+      for (int j = j_start, shift = bits_for(j_start - 1); j >= 1; j /= 2, --shift) {
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, local / 2), [&](const int c) {
           int lo, hi;
           bitonic_pair(c, k_local, j, shift, lo, hi);
@@ -83,7 +76,7 @@ KOKKOS_INLINE_FUNCTION void team_sort(const Team& team, unsigned* a, const int n
   }
   for (long long base = 0; base < n; base += chunk) in_scratch(base, 2, chunk, 1, false);
   for (long long k = 2LL * chunk; k <= size; k *= 2) {
-    for (long long j = k / 2, shift = log2_of(k / 2); j >= chunk; j /= 2, --shift) {
+    for (long long j = k / 2, shift = bits_for(k / 2 - 1); j >= chunk; j /= 2, --shift) {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, size / 2), [&](const long long c) {
         long long lo, hi;
         bitonic_pair(c, k, j, static_cast<int>(shift), lo, hi);

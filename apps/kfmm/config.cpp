@@ -115,7 +115,13 @@ NBodyConfig load_nbody_config(const std::string& path) {
   Reader r(path);
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    // (LoadFile would read the first document and drop the rest: a second one after '---' is refused)
+    const std::vector<YAML::Node> documents = YAML::LoadAllFromFile(path);
+    if (documents.size() > 1) {
+      r.fail(documents[1], "the file holds " + std::to_string(documents.size()) +
+                               " YAML documents (separated by '---'); a run file is one document");
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::BadFile&) {
     throw InputError("cannot open configuration '" + path + "'");
   } catch (const YAML::ParserException& e) {
@@ -305,8 +311,8 @@ NBodyConfig load_nbody_config(const std::string& path) {
     for (const auto& k : kinds) list += (list.empty() ? "" : ", ") + k;
     check(false, full, "has no meaning for kind: " + ic.kind + " (only for " + list + ")");
   }
-  check(ic.particles >= 0 && ic.particles <= 2147483647LL, "initial_conditions.particles",
-        "must be in 0..2147483647");
+  check(ic.particles >= 0 && ic.particles <= 2147483646LL, "initial_conditions.particles",
+        "must be in 0..2147483646 (the solver's int index range)");
   check(ic.total_mass > 0, "initial_conditions.total_mass", "must be > 0");
   check(ic.scale_radius >= 0, "initial_conditions.scale_radius", "must be > 0 (or 0 for Henon units)");
   check(ic.max_radius > 0, "initial_conditions.max_radius", "must be > 0");
@@ -314,6 +320,8 @@ NBodyConfig load_nbody_config(const std::string& path) {
   check(ic.virial_ratio >= 0, "initial_conditions.virial_ratio", "must be >= 0");
   check(ic.virial_ratio == 0 || s.G > 0, "initial_conditions.virial_ratio",
         "needs solver.G > 0 (a bound sphere; use 0 for a cold start)");
+  check(ic.kind != "plummer" || s.G >= 0, "solver.G",
+        "must be >= 0 for initial_conditions.kind: plummer (its velocities are drawn for a bound sphere)");
   if (s.tolerance) check(*s.tolerance > 0 && *s.tolerance < 1, "solver.tolerance", "must be in (0, 1)");
   if (s.order) {
     check(*s.order >= 0 && *s.order <= kfmm::max_order, "solver.order",
@@ -334,6 +342,8 @@ NBodyConfig load_nbody_config(const std::string& path) {
         "must be automatic, sort or scatter (got '" + s.list_build + "')");
   check(out.snapshot_every >= 0, "output.snapshot_every", "must be >= 0 (0: only the first and last step)");
   check(out.log_every >= 1, "output.log_every", "must be >= 1");
+  check(where.count("output.directory") == 0 || !out.directory.empty(), "output.directory",
+        "is empty (leave the key out for the default, " + default_directory(path) + ")");
   if (out.directory.empty()) out.directory = default_directory(path);
   return c;
 }

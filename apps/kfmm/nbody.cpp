@@ -42,6 +42,11 @@ std::vector<long long> snapshot_steps(const std::string& dir) {
     }
     const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
     if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (digits.size() > 18) {  // (beyond any run's integrator.steps, and beyond long long from 19 digits)
+      throw InputError(
+          "output folder '" + dir + "' holds '" + name +
+          "', whose step number is out of range; move it away or choose another output.directory");
+    }
     steps.push_back(std::stoll(digits));
   }
   std::sort(steps.begin(), steps.end());
@@ -49,11 +54,12 @@ std::vector<long long> snapshot_steps(const std::string& dir) {
 }
 
 void write_snapshot(const std::string& path, const kfmm::HostParticles& p, long long step, double time,
-                    double time_step, bool single) {
+                    double time_step, bool single, const std::string& run) {
   write_atomically(path, [&](std::FILE* f) {
-    std::fprintf(
-        f, "# kfmm nbody snapshot\n# step=%lld time=%.17g time_step=%.17g precision=%s\nx,y,z,m,vx,vy,vz\n",
-        step, time, time_step, single ? "fp32" : "fp64");
+    std::fprintf(f,
+                 "# kfmm nbody snapshot\n# step=%lld time=%.17g time_step=%.17g precision=%s\n# %s\n"
+                 "x,y,z,m,vx,vy,vz\n",
+                 step, time, time_step, single ? "fp32" : "fp64", run.c_str());
     for (int i = 0; i < p.size(); ++i) {
       for (int d = 0; d < 3; ++d) {
         write_number(f, p.positions(i, d), single);
@@ -104,6 +110,52 @@ std::string snapshot_field(const CsvTable& t, const std::string& key) {
     }
   }
   return "";
+}
+
+/// `text` with '%', blanks and control characters as %XX, so that it is one field of a snapshot's '#' line.
+std::string field_text(const std::string& text) {
+  std::string out;
+  for (const unsigned char c : text) {
+    if (c <= ' ' || c == '%' || c == 127) {
+      char code[4];
+      std::snprintf(code, sizeof code, "%%%02X", c);
+      out += code;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+/// What makes a run the same run: the run file's keys that set the initial conditions and the forces
+/// (key, value as written in the snapshots). A restart under other values would splice two runs into
+/// one log, so the snapshots record them and a restart compares.
+std::vector<std::pair<std::string, std::string>> run_identity(const NBodyConfig& cfg) {
+  const auto& ic = cfg.initial_conditions;
+  std::vector<std::pair<std::string, std::string>> id = {{"initial_conditions.kind", ic.kind}};
+  if (ic.kind == "file") {
+    id.emplace_back("initial_conditions.file", field_text(ic.file));
+  } else {
+    id.emplace_back("initial_conditions.particles", std::to_string(ic.particles));
+    id.emplace_back("initial_conditions.seed", std::to_string(ic.seed));
+    id.emplace_back("initial_conditions.total_mass", exact_number(ic.total_mass));
+  }
+  if (ic.kind == "plummer") {
+    id.emplace_back("initial_conditions.scale_radius", exact_number(ic.scale_radius));
+    id.emplace_back("initial_conditions.max_radius", exact_number(ic.max_radius));
+  } else if (ic.kind == "uniform") {
+    id.emplace_back("initial_conditions.radius", exact_number(ic.radius));
+    id.emplace_back("initial_conditions.virial_ratio", exact_number(ic.virial_ratio));
+  }
+  id.emplace_back("solver.G", exact_number(cfg.solver.G));
+  id.emplace_back("solver.softening", exact_number(cfg.solver.softening));
+  return id;
+}
+
+std::string run_line(const NBodyConfig& cfg) {
+  std::string line;
+  for (const auto& [key, value] : run_identity(cfg)) line += (line.empty() ? "" : " ") + key + "=" + value;
+  return line;
 }
 
 /// The particles the run file describes (Plummer, uniform sphere or CSV file); throws on bad ones.
@@ -204,6 +256,7 @@ int run_nbody(const Arguments& a) {
   }
 
   const std::string dir = cfg.output.directory;
+  const std::string run = run_line(cfg);
   const std::string log_path = join_path(dir, "energy.csv");
   const double dt = cfg.integrator.time_step;
   const long long steps = cfg.integrator.steps;
@@ -245,6 +298,15 @@ int run_nbody(const Arguments& a) {
                        "), not in solver.precision = " + sc.precision +
                        "; restore the precision or choose another output.directory");
     }
+    // Continuing with other initial conditions, G or softening would splice two runs: refuse it too.
+    for (const auto& [key, value] : run_identity(cfg)) {
+      const std::string recorded = snapshot_field(table, key);
+      if (!recorded.empty() && recorded != value) {
+        throw InputError("the run in '" + dir + "' was made with " + key + " = " + recorded + " (" + snap +
+                         "), not " + value + " as " + cfg.path + " says; restore " + key +
+                         " or choose another output.directory");
+      }
+    }
     particles = particles_from_table(table, snap, single);
     first_step = latest;
     restarted = true;
@@ -258,6 +320,10 @@ int run_nbody(const Arguments& a) {
       }
     }
   } else {
+    if (file_exists(log_path)) {  // (an energy log without a snapshot to continue from: not ours to replace)
+      throw InputError("output folder '" + dir + "' holds " + log_path +
+                       " but no snapshot to continue from; move it away or choose another output.directory");
+    }
     particles = initial_particles(cfg, single);
     make_directories(dir);
   }
@@ -293,7 +359,7 @@ int run_nbody(const Arguments& a) {
   const kfmm::Diagnostics d_first = d;
   if (!restarted) {
     log.push_back(energy_row(0, 0.0, d, e0));
-    write_snapshot(join_path(dir, snapshot_name(0)), particles, 0, 0.0, dt, single);
+    write_snapshot(join_path(dir, snapshot_name(0)), particles, 0, 0.0, dt, single, run);
     write_energy_log(log_path, log);
   }
   std::printf("solver: %s\n", parameters_line(engine->statistics()).c_str());
@@ -324,7 +390,7 @@ int run_nbody(const Arguments& a) {
     }
     if (snapshot) {
       engine->store(particles);
-      write_snapshot(join_path(dir, snapshot_name(step)), particles, step, time, dt, single);
+      write_snapshot(join_path(dir, snapshot_name(step)), particles, step, time, dt, single, run);
       write_energy_log(log_path, log);
       last_snapshot = step;
     }

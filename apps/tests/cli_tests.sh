@@ -268,7 +268,24 @@ case "$CASE" in
     write_config other_precision.yaml 30 "  restart: true" && sed -i 's/directory: run/directory: full_run/; s/  softening: 0.05/  softening: 0.05\n  precision: fp32/' other_precision.yaml
     run 1 nbody --config other_precision.yaml --no-progress
     expect_err "was made in fp64 .*not in solver.precision = fp32"; one_line_error
+    # So is continuing with other initial conditions, G or softening (the snapshots record them).
+    write_config other_seed.yaml 30 && sed -i 's/  seed: 3/  seed: 4/; s/directory: run/directory: full_run/' other_seed.yaml
+    run 1 nbody --config other_seed.yaml --no-progress
+    expect_err "was made with initial_conditions.seed = 3 .*not 4 as other_seed.yaml says"; one_line_error
+    write_config other_g.yaml 30 && sed -i 's/  softening: 0.05/  softening: 0.05\n  G: 2/; s/directory: run/directory: full_run/' other_g.yaml
+    run 1 nbody --config other_g.yaml --no-progress; expect_err "was made with solver.G = 1 .*not 2"
+    write_config other_kind.yaml 30 && sed -i 's/  kind: plummer/  kind: uniform/; s/directory: run/directory: full_run/' other_kind.yaml
+    run 1 nbody --config other_kind.yaml --no-progress; expect_err "was made with initial_conditions.kind = plummer .*not uniform"
     [ ! -f full_run/snapshot_00000025.csv ] || fail "a refused restart ran"
+    # An energy log without a snapshot to continue from is not replaced.
+    mkdir -p log_only && echo "keep me" > log_only/energy.csv
+    write_config log_only.yaml 2 && sed -i 's/directory: run/directory: log_only/' log_only.yaml
+    run 1 nbody --config log_only.yaml --no-progress; expect_err "holds log_only/energy.csv but no snapshot"
+    [ "$(cat log_only/energy.csv)" = "keep me" ] || fail "energy.csv was replaced"
+    # A snapshot whose step number is out of range is named, not a bare stoll error.
+    mkdir -p odd && touch odd/snapshot_99999999999999999999.csv
+    write_config odd.yaml 2 && sed -i 's/directory: run/directory: odd/' odd.yaml
+    run 1 nbody --config odd.yaml --no-progress; expect_err "holds 'snapshot_99999999999999999999.csv', whose step number is out of range"
     ;;
   nbody_file_and_fp32)
     make_cloud 200
@@ -333,6 +350,15 @@ EOF
     run 1 nbody --config c.yaml; expect_err "cannot open 'nope.csv'"
     [ ! -d c_run ] || [ -z "$(ls c_run)" ] || fail "a failed start left snapshots behind"
     run 2 nbody; expect_err "--config RUN.yaml is required"
+    # A second YAML document would be dropped by a plain load: refused.
+    write_config c.yaml 10 && printf -- '---\nsolver: {order: 99}\n' >> c.yaml
+    run 1 nbody --config c.yaml --dry-run; expect_err "c.yaml:[0-9]+: the file holds 2 YAML documents"
+    write_config c.yaml 10 && sed -i 's/directory: run/directory: ""/' c.yaml
+    run 1 nbody --config c.yaml --dry-run; expect_err "'output.directory' is empty \(leave the key out for the default, c_run\)"
+    write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: 0.05\n  G: -1/' c.yaml
+    run 1 nbody --config c.yaml --dry-run; expect_err "c.yaml:8: 'solver.G' must be >= 0 for initial_conditions.kind: plummer"
+    write_config c.yaml 10 && sed -i 's/  particles: 300/  particles: 2147483647/' c.yaml
+    run 1 nbody --config c.yaml --dry-run; expect_err "'initial_conditions.particles' must be in 0..2147483646"
     ;;
   configs)
     # Every shipped run file is valid (from_file.yaml reads ics.csv from the current folder).

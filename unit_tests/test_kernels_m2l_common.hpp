@@ -10,6 +10,7 @@
 #endif
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -385,6 +386,21 @@ void check_refusals() {
 #endif
   CHECK_THROWS_AS(kfmm::m2l_lane_from_string("fastest"), kfmm::Error);
   CHECK(kfmm::m2l_lane_from_string(kfmm::to_string(kfmm::M2LLane::baseline)) == kfmm::M2LLane::baseline);
+  // offsets that start elsewhere than 0 or run backwards: refused on both lanes (the baseline lane would
+  // write its per-pair rows past their buffer)
+  for (const std::vector<int>& offsets : {std::vector<int>{0, 10, 5}, std::vector<int>{2, 3, 5}}) {
+    kfmm::InteractionList<Mem> backwards;
+    backwards.targets = kfmm_test::device_ints<Mem>({0, 1}, "targets");
+    backwards.offsets = kfmm_test::device_ints<Mem>(offsets, "offsets");
+    backwards.sources = kfmm_test::device_ints<Mem>({2, 3, 4, 5, 6}, "sources");
+    for (auto lane : {kfmm::M2LLane::fused, kfmm::M2LLane::baseline}) {
+      kfmm::M2LOptions o;
+      o.lane = lane;
+      CHECK_THROWS_WITH(
+          kfmm::m2l(space, 4, backwards, d.centres, d.multipoles, d.locals, o),
+          Catch::Matchers::ContainsSubstring("far_list.offsets must start at 0 and never decrease"));
+    }
+  }
   // an empty list and a list with only empty rows do nothing
   kfmm::InteractionList<Mem> empty;
   empty.offsets = Kokkos::View<int*, Mem>("offsets", 1);

@@ -596,6 +596,41 @@ TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm
                     Catch::Matchers::ContainsSubstring("expected_leaf_size = -1"));
 }
 
+TEMPLATE_LIST_TEST_CASE("p2p refuses offsets that run backwards and target ranges outside the particles",
+                        "[kernels][p2p]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using Catch::Matchers::ContainsSubstring;
+  Space space;
+  const HostList list = all_pairs({2, 3});  // two rows of two sources: offsets {0, 2, 4}
+  const auto p = random_particles(5, 1);
+  const auto d = upload<double, Space>(p);
+  const auto run = [&](const HostList& l) {
+    const auto dev = upload<Space>(l);
+    kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi);
+  };
+  CHECK_NOTHROW(run(list));
+  HostList backwards = list;
+  backwards.offsets[1] = 3;  // {0, 3, 2}: row 1 would run from 3 down to 2
+  backwards.offsets[2] = 2;
+  backwards.sources.resize(4);
+  CHECK_THROWS_WITH(run(backwards),
+                    ContainsSubstring("near_list.offsets must start at 0 and never decrease"));
+  HostList late_start = list;
+  late_start.offsets[0] = 1;
+  CHECK_THROWS_WITH(run(late_start), ContainsSubstring("1 of its 3 entries do not"));
+  HostList beyond = list;
+  beyond.ranges[3] = 7;  // leaf 1 would end at particle 7 of 5: its sums would land beyond the outputs
+  CHECK_THROWS_WITH(run(beyond), ContainsSubstring("p2p: 1 of the 2 listed leaves"));
+  HostList unknown_target = list;
+  unknown_target.targets[1] = 2;  // no row 2 in ranges
+  CHECK_THROWS_WITH(run(unknown_target), ContainsSubstring("not node ids in [0, 2)"));
+  // Unvalidated (a caller with lists consistent by construction) the checks cost nothing and do not run.
+  kfmm::P2POptions trusted;
+  trusted.validate = false;
+  const auto dev = upload<Space>(list);
+  CHECK_NOTHROW(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, trusted));
+}
+
 // Newton's third law (P2POptions::mutual, host backends): a symmetric random list with repeated pairs,
 // empty leaves and leaves wider than the lanes equals the one-directional reference; asymmetric lists,
 // GPU backends and an explicit team size are refused.

@@ -75,6 +75,27 @@ struct LeafRangeIsBad {
   }
 };
 
+/// A CSR offset that breaks the list's contract: offsets(0) != 0, or offsets(i) < offsets(i - 1).
+template <class Offsets>
+struct OffsetIsBad {
+  Offsets offsets;
+  KOKKOS_INLINE_FUNCTION bool operator()(int i) const {
+    return i == 0 ? offsets(0) != 0 : offsets(i) < offsets(i - 1);
+  }
+};
+
+/// Throws unless the CSR offsets start at 0 and never decrease (one device reduction over the rows):
+/// a decreasing offset would make a row's pair range run backwards, and the kernels index past the
+/// sources (or, in the M2L's baseline lane, past its per-pair row buffer) with it.
+template <class ExecutionSpace, class Offsets>
+void check_list_offsets(const ExecutionSpace& space, const char* op, const char* list,
+                        const Offsets& offsets) {
+  const int entries = static_cast<int>(offsets.extent(0));
+  const int bad = count_bad(space, op, entries, OffsetIsBad<Offsets>{offsets});
+  require(bad == 0, op, ": ", list, ".offsets must start at 0 and never decrease; ", bad, " of its ", entries,
+          " entries do not");
+}
+
 /// A listed parent that is no node id in [0, num_nodes) or whose children leave [0, num_nodes) (M2M).
 template <class Parents, class FirstChild, class NumChildren>
 struct ParentIsBad {

@@ -21,6 +21,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/core/interaction_list.hpp"
+#include "kfmm/operators/expansion_checks.hpp"
 #include "kfmm/operators/m2l_baseline.hpp"
 #include "kfmm/operators/m2l_csr_options.hpp"
 #include "kfmm/operators/m2l_fused.hpp"
@@ -76,6 +77,7 @@ void m2l(const ExecutionSpace& space, int order,
           "m2l: unknown lane value ", static_cast<int>(options.lane));
   if (far_list.num_rows() == 0) return;
   if (options.validate) {
+    detail::check_list_offsets(space, "m2l", "far_list", far_list.offsets);
     const long long listed_pairs = far_list.num_pairs();  // one device-to-host copy
     require(static_cast<long long>(far_list.sources.extent(0)) >= listed_pairs, "m2l: far_list.sources has ",
             far_list.sources.extent(0), " entries, fewer than its ", listed_pairs, " pairs");

@@ -23,6 +23,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <climits>
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
@@ -31,6 +32,7 @@
 #include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/core/particle_types.hpp"
 #include "kfmm/operators/csr_chunks.hpp"
+#include "kfmm/operators/expansion_checks.hpp"
 #include "kfmm/operators/p2p_mutual.hpp"
 #include "kfmm/operators/p2p_pair.hpp"
 
@@ -72,9 +74,11 @@ struct P2POptions {
   /// only picks the default team size of the GPU kernel (p2p_default_team_size) and is not a bound:
   /// larger leaves are computed all the same (max_target_particles is the bound).
   int expected_leaf_size = 0;
-  /// Check that near_list.sources holds the list's last offset of pairs: one device-to-host copy
-  /// (a host round trip); with `mutual`, also that the list is symmetric (O(sum of squared row
-  /// lengths) on the host). A caller whose lists come from kfmm::dual_tree_walk may turn it off.
+  /// Check that near_list.offsets start at 0 and never decrease, that near_list.sources holds the list's
+  /// last offset of pairs and that every target leaf is a row of `ranges` with a particle range inside
+  /// [0, N] (two reductions over the rows and a device-to-host copy); with `mutual`, also that the list
+  /// is symmetric (O(sum of squared row lengths) on the host). A caller whose lists come from
+  /// kfmm::dual_tree_walk may turn it off.
   bool validate = true;
 };
 
@@ -596,10 +600,15 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   require(near_list.offsets.extent(0) == near_list.targets.extent(0) + 1, "p2p: near_list.offsets has ",
           near_list.offsets.extent(0), " entries, expected rows + 1 = ", near_list.targets.extent(0) + 1);
   if (options.validate) {
+    detail::check_list_offsets(space, "p2p", "near_list", near_list.offsets);
     const long long listed_pairs = near_list.num_pairs();  // one device-to-host copy
     require(static_cast<long long>(near_list.sources.extent(0)) >= listed_pairs,
             "p2p: near_list.sources has ", near_list.sources.extent(0), " entries, fewer than its ",
             listed_pairs, " pairs");
+    // The target leaves' ranges say where the sums are written: one reduction over the rows.
+    require(n <= static_cast<size_t>(INT_MAX), "p2p: ", n, " particles exceed the int index range");
+    detail::check_leaf_ranges(space, "p2p", near_list.targets, ranges, static_cast<int>(ranges.extent(0)),
+                              static_cast<int>(n));
   }
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
   require(G == G && G > -1e300 && G < 1e300, "p2p: G = ", G, " must be finite");

@@ -700,4 +700,13 @@ TEMPLATE_LIST_TEST_CASE("p2p mutual on symmetric lists, refused otherwise", "[ke
   kfmm::P2POptions team = opt;
   team.team_size = 1;
   CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, team), kfmm::Error);
+  // nor chunks or a partial-buffer bound: refused, not ignored
+  kfmm::P2POptions chunked = opt;
+  chunked.leaves_per_chunk = 2;
+  CHECK_THROWS_WITH(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, chunked),
+                    Catch::Matchers::ContainsSubstring("leaves_per_chunk = 2 and max_target_particles = 0"));
+  kfmm::P2POptions bounded = opt;
+  bounded.max_target_particles = 64;
+  CHECK_THROWS_AS(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, bounded),
+                  kfmm::Error);
 }

@@ -93,6 +93,19 @@ TEMPLATE_LIST_TEST_CASE("expansion operators reject bad arguments", "[operators]
   huge.team_size = 1 << 20;
   CHECK_THROWS_WITH(kfmm::p2m(space, p, x, m, ranges, kfmm_test::device_ints<Memory>({1}), centres, M, huge),
                     ContainsSubstring("p2m: team_size = 1048576 exceeds"));
+  // A negative team size is refused, not replaced by the default; l2l has no teams to size.
+  kfmm::ExpansionOptions negative;
+  negative.team_size = -2;
+  CHECK_THROWS_WITH(
+      kfmm::p2m(space, p, x, m, ranges, kfmm_test::device_ints<Memory>({1}), centres, M, negative),
+      ContainsSubstring("p2m: team_size = -2 must be >= 0"));
+  CHECK_THROWS_WITH(kfmm::l2p(space, p, 1.0, kfmm_test::device_ints<Memory>({1}), ranges, centres, M, x, acc,
+                              phi, negative),
+                    ContainsSubstring("team_size = -2 must be >= 0"));
+  kfmm::ExpansionOptions teams;
+  teams.team_size = 1;
+  CHECK_THROWS_WITH(kfmm::l2l(space, p, kfmm_test::device_ints<Memory>({1}), parent, centres, M, teams),
+                    ContainsSubstring("l2l: team_size = 1 asks for teams"));
 
   // Empty lists are valid and touch nothing; N = 0 particles and an empty leaf give zeros.
   Kokkos::View<int*, Memory> none("none", 0);

@@ -143,6 +143,7 @@ void check_leaf_ranges(const ExecutionSpace& space, const char* op, const Leaves
 template <class ExecutionSpace, class Policy, class Functor>
 int choose_team_size(const char* op, int requested, int gpu_default, std::size_t fixed_bytes,
                      std::size_t per_thread_bytes, const Policy& probe, const Functor& functor) {
+  require(requested >= 0, op, ": team_size = ", requested, " must be >= 0 (0: the backend's default)");
   const int max_team = probe.team_size_max(functor, Kokkos::ParallelForTag());
   if (requested > 0) {
     require(requested <= max_team, op, ": team_size = ", requested, " exceeds the backend's maximum of ",

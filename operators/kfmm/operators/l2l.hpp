@@ -139,6 +139,8 @@ void l2l(const ExecutionSpace& space, int order, const Children& children, const
   detail::static_check_view<ExecutionSpace, Children, 1>();
   const int num_nodes = detail::check_l2l_arguments<ExecutionSpace>("l2l", order, parent, centres, locals);
   const int num_children = static_cast<int>(children.extent(0));
+  require(options.team_size == 0, "l2l: team_size = ", options.team_size,
+          " asks for teams, but l2l runs one thread per child (l2l_pass takes a team size)");
   if (options.validate) {
     const int bad = detail::count_bad(space, "kfmm::l2l::check", num_children,
                                       detail::ChildIsBad<Children, Parent>{children, parent, num_nodes});

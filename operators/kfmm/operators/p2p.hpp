@@ -629,6 +629,10 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
           "p2p: mutual = true runs on host backends only (GPU threads would race on the source leaves)");
   require(!options.mutual || options.team_size == 0,
           "p2p: mutual = true has no team kernel; team_size = ", options.team_size, " asks for one");
+  require(!options.mutual || (options.leaves_per_chunk == 0 && options.max_target_particles == 0),
+          "p2p: mutual = true evaluates whole rows without chunks or partial sums; leaves_per_chunk = ",
+          options.leaves_per_chunk, " and max_target_particles = ", options.max_target_particles,
+          " must be 0 with it");
   if (options.mutual && options.validate) {
     const long long bad =
         detail::count_asymmetric_pairs(space, near_list, static_cast<int>(ranges.extent(0)));

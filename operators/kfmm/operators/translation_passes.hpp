@@ -213,6 +213,7 @@ void l2l_pass(const ExecutionSpace& space, int order, int first, int last, const
         Policy(space, 1, 1)
             .team_size_max(Kernel{batched, DependencyFlags<Memory>(), first, last}, Kokkos::ParallelForTag());
     int team = options.team_size;
+    require(team >= 0, "l2l_pass: team_size = ", team, " must be >= 0 (0: the backend's default)");
     if (team > 0) {
       require(team <= max_team, "l2l_pass: team_size = ", team, " exceeds the backend's maximum of ",
               max_team);

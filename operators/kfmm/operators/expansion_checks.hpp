@@ -18,8 +18,9 @@ namespace kfmm {
 /// Launch options of the batched expansion operators (p2m, m2m, l2p; l2l runs one thread per child).
 struct ExpansionOptions {
   /// Threads per team; 0 = backend default (1 on host backends, 32 on GPUs, fewer when the team
-  /// scratch of high orders would not fit). A value above the backend's maximum throws. Host
-  /// backends accept > 1 where Kokkos allows it (how the tests exercise the GPU code path on a CPU).
+  /// scratch of high orders would not fit). A negative value, or one above the backend's maximum,
+  /// throws; so does any value but 0 for l2l, which runs one thread per child. Host backends accept
+  /// > 1 where Kokkos allows it (how the tests exercise the GPU code path on a CPU).
   int team_size = 0;
   /// Check the listed node ids and particle ranges on the device before the kernel runs (one
   /// reduction and one host round trip per call). A caller whose lists are consistent by construction

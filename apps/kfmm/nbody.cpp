@@ -161,16 +161,37 @@ std::string run_line(const NBodyConfig& cfg) {
 /// The particles the run file describes (Plummer, uniform sphere or CSV file); throws on bad ones.
 kfmm::HostParticles initial_particles(const NBodyConfig& cfg, bool single) {
   const auto& ic = cfg.initial_conditions;
-  if (ic.kind == "plummer") {
-    return kfmm::plummer_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass,
-                                ic.scale_radius > 0 ? ic.scale_radius : kfmm::henon_plummer_radius,
-                                cfg.solver.G, ic.max_radius);
+  if (ic.kind == "file") {
+    return particles_from_table(read_csv(ic.file, {"x", "y", "z", "m"}, {"vx", "vy", "vz"}), ic.file, single);
   }
-  if (ic.kind == "uniform") {
-    return kfmm::uniform_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass, ic.radius,
-                                ic.virial_ratio, cfg.solver.G);
+  const bool plummer = ic.kind == "plummer";
+  kfmm::HostParticles p =
+      plummer ? kfmm::plummer_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass,
+                                     ic.scale_radius > 0 ? ic.scale_radius : kfmm::henon_plummer_radius,
+                                     cfg.solver.G, ic.max_radius)
+              : kfmm::uniform_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass, ic.radius,
+                                     ic.virial_ratio, cfg.solver.G);
+  // In fp32 the generated values must fit float, as a file's must (files.hpp, check_fits_fp32): beyond
+  // it they would turn into infinities on the way to the solver.
+  double largest[3] = {0, 0, 0};  // |position|, |velocity|, |mass|
+  for (int i = 0; i < p.size(); ++i) {
+    for (int d = 0; d < 3; ++d) {
+      largest[0] = std::max(largest[0], std::fabs(p.positions(i, d)));
+      largest[1] = std::max(largest[1], std::fabs(p.velocities(i, d)));
+    }
+    largest[2] = std::max(largest[2], std::fabs(p.masses(i)));
   }
-  return particles_from_table(read_csv(ic.file, {"x", "y", "z", "m"}, {"vx", "vy", "vz"}), ic.file, single);
+  const char* what[3] = {"a position", "a velocity", "a mass"};
+  const std::string keys = plummer ? "initial_conditions.scale_radius, max_radius, total_mass or solver.G"
+                                   : "initial_conditions.radius, total_mass, virial_ratio or solver.G";
+  for (int k = 0; k < 3; ++k) {
+    if (single && largest[k] > 3.0e38) {
+      throw InputError(cfg.path + ": the " + ic.kind + " initial conditions do not fit in fp32 (" + what[k] +
+                       " of " + exact_number(largest[k]) + "); choose smaller " + keys +
+                       ", or precision fp64");
+    }
+  }
+  return p;
 }
 
 using EnergyRow = std::vector<double>;

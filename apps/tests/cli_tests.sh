@@ -357,6 +357,8 @@ EOF
     run 1 nbody --config c.yaml --dry-run; expect_err "'output.directory' is empty \(leave the key out for the default, c_run\)"
     write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: 0.05\n  G: -1/' c.yaml
     run 1 nbody --config c.yaml --dry-run; expect_err "c.yaml:8: 'solver.G' must be >= 0 for initial_conditions.kind: plummer"
+    write_config c.yaml 10 && sed -i 's/  kind: plummer/  kind: uniform\n  radius: 1e39/; s/  softening: 0.05/  softening: 0.05\n  precision: fp32/' c.yaml
+    run 1 nbody --config c.yaml --dry-run; expect_err "the uniform initial conditions do not fit in fp32 \(a position of"
     write_config c.yaml 10 && sed -i 's/  particles: 300/  particles: 2147483647/' c.yaml
     run 1 nbody --config c.yaml --dry-run; expect_err "'initial_conditions.particles' must be in 0..2147483646"
     ;;

@@ -251,12 +251,16 @@ CsvTable read_csv(const std::string& path, const std::vector<std::string>& requi
   return table;
 }
 
+bool fits_fp32(double value) {
+  return !(std::fabs(value) > 3.0e38);  // (as the checks always compared)
+}
+
 void check_fits_fp32(const CsvTable& t, const std::string& path, const std::vector<std::string>& columns) {
   std::vector<int> index;  // (looked up once, not per row)
   for (const auto& name : columns) index.push_back(t.column(name));
   for (std::size_t r = 0; r < t.rows(); ++r) {
     for (std::size_t k = 0; k < columns.size(); ++k) {
-      if (index[k] >= 0 && std::fabs(t.at(r, index[k])) > 3.0e38) {
+      if (index[k] >= 0 && !fits_fp32(t.at(r, index[k]))) {
         throw InputError(path + ":" + std::to_string(t.lines[r]) + ": column '" + columns[k] +
                          "' does not fit in fp32");
       }

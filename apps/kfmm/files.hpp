@@ -49,6 +49,9 @@ struct CsvTable {
 CsvTable read_csv(const std::string& path, const std::vector<std::string>& required,
                   const std::vector<std::string>& optional = {});
 
+/// Whether |value| is not beyond float's range (a run in fp32 would turn a larger one into inf).
+bool fits_fp32(double value);
+
 /// Throws InputError "FILE:LINE: column 'c' does not fit in fp32" for the first value of a column of `t`
 /// beyond float's range (a run in fp32 would turn it into inf); absent columns are skipped.
 void check_fits_fp32(const CsvTable& t, const std::string& path, const std::vector<std::string>& columns);

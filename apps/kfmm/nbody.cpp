@@ -173,6 +173,7 @@ kfmm::HostParticles initial_particles(const NBodyConfig& cfg, bool single) {
                                      ic.virial_ratio, cfg.solver.G);
   // In fp32 the generated values must fit float, as a file's must (files.hpp, check_fits_fp32): beyond
   // it they would turn into infinities on the way to the solver.
+  if (!single) return p;
   double largest[3] = {0, 0, 0};  // |position|, |velocity|, |mass|
   for (int i = 0; i < p.size(); ++i) {
     for (int d = 0; d < 3; ++d) {
@@ -185,7 +186,7 @@ kfmm::HostParticles initial_particles(const NBodyConfig& cfg, bool single) {
   const std::string keys = plummer ? "initial_conditions.scale_radius, max_radius, total_mass or solver.G"
                                    : "initial_conditions.radius, total_mass, virial_ratio or solver.G";
   for (int k = 0; k < 3; ++k) {
-    if (single && largest[k] > 3.0e38) {
+    if (!fits_fp32(largest[k])) {
       throw InputError(cfg.path + ": the " + ic.kind + " initial conditions do not fit in fp32 (" + what[k] +
                        " of " + exact_number(largest[k]) + "); choose smaller " + keys +
                        ", or precision fp64");

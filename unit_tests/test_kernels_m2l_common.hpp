@@ -378,6 +378,42 @@ void check_refusals() {
   const FarProblem h8 = make_problem(8, 10, 7, false);
   auto e8 = upload<Real, Space>(h8);
   CHECK_THROWS_AS(kfmm::m2l(space, 8, e8.list, e8.centres, e8.multipoles, e8.locals, regs), kfmm::Error);
+  // an option of the other lane would be ignored: refused, also where lane = automatic chose the lane
+  {
+    using Catch::Matchers::ContainsSubstring;
+    kfmm::M2LOptions o;
+    o.lane = kfmm::M2LLane::baseline;
+    o.team_size = 1;
+    CHECK_THROWS_WITH(
+        kfmm::m2l(space, 4, d.list, d.centres, d.multipoles, d.locals, o),
+        ContainsSubstring("are options of the fused lane; the baseline lane takes none of them"));
+    o.team_size = 0;
+    o.pairs_per_chunk = 8;
+    CHECK_THROWS_WITH(kfmm::m2l(space, 4, d.list, d.centres, d.multipoles, d.locals, o),
+                      ContainsSubstring("pairs_per_chunk = 8"));
+    o.pairs_per_chunk = 0;
+    o.accumulator = kfmm::M2LAccumulator::scratch;
+    CHECK_THROWS_WITH(kfmm::m2l(space, 4, d.list, d.centres, d.multipoles, d.locals, o),
+                      ContainsSubstring("accumulator = scratch are options of the fused lane"));
+    kfmm::M2LOptions f;
+    f.baseline_batch = 5;  // lane automatic: the fused lane on every backend
+    CHECK_THROWS_WITH(
+        kfmm::m2l(space, 4, d.list, d.centres, d.multipoles, d.locals, f),
+        ContainsSubstring("baseline_batch = 5 and baseline_kokkos_kernels = 0 are options of the "
+                          "baseline lane; the fused lane (chosen by lane = automatic) takes neither"));
+    f.baseline_batch = 0;
+    f.accumulator = static_cast<kfmm::M2LAccumulator>(9);
+    CHECK_THROWS_WITH(kfmm::m2l(space, 4, d.list, d.centres, d.multipoles, d.locals, f),
+                      ContainsSubstring("unknown accumulator value 9"));
+    // on a host backend team_size 0 runs the one-thread-per-chunk kernel, which has no accumulator
+    f.accumulator = kfmm::M2LAccumulator::registers;
+    if (kfmm::detail::is_host_execution_space<Space>) {
+      CHECK_THROWS_WITH(kfmm::m2l(space, 4, d.list, d.centres, d.multipoles, d.locals, f),
+                        ContainsSubstring("accumulator = registers places the team kernel's partial locals"));
+    } else {  // (GPUs run the team kernel by default; its accuracy is checked in variants())
+      CHECK_NOTHROW(kfmm::m2l(space, 4, d.list, d.centres, d.multipoles, d.locals, f));
+    }
+  }
 #if !defined(KFMM_HAVE_KOKKOSKERNELS)
   kfmm::M2LOptions kk;
   kk.lane = kfmm::M2LLane::baseline;

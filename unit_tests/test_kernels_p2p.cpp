@@ -594,6 +594,13 @@ TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm
   negative_hint.expected_leaf_size = -1;
   CHECK_THROWS_WITH(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1.0, 0.0, d.a, d.phi, negative_hint),
                     Catch::Matchers::ContainsSubstring("expected_leaf_size = -1"));
+  CHECK_THROWS_WITH(kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, std::nan(""), 0.0, d.a, d.phi),
+                    Catch::Matchers::ContainsSubstring("p2p: G = nan must be finite"));
+  // In float a G beyond float's range would make every sum inf or NaN: refused (double takes it).
+  auto f = upload<float, Space>(p);
+  CHECK_THROWS_WITH(kfmm::p2p(space, dev.list, dev.ranges, f.x, f.m, -1e39, 0.0, f.a, f.phi),
+                    Catch::Matchers::ContainsSubstring("p2p: G = -1e+39 exceeds the range of float"));
+  kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1e39, 0.0, d.a, d.phi);
 }
 
 TEMPLATE_LIST_TEST_CASE("p2p refuses offsets that run backwards and target ranges outside the particles",

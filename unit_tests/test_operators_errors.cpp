@@ -65,6 +65,14 @@ TEMPLATE_LIST_TEST_CASE("expansion operators reject bad arguments", "[operators]
                     ContainsSubstring("one entry per position"));
   CHECK_THROWS_WITH(kfmm::l2p(space, p, std::nan(""), leaves, ranges, centres, M, x, acc, phi),
                     ContainsSubstring("l2p: G = nan must be finite"));
+  {  // in float a G beyond float's range would be infinite in the kernel: refused
+    Kokkos::View<float*[3], Memory> xf("xf", particles), centres_f("centres_f", nodes),
+        acc_f("acc_f", particles);
+    Kokkos::View<float*, Memory> phi_f("phi_f", particles);
+    kfmm::ExpansionView<float, Memory> Mf("Mf", nodes, nc);
+    CHECK_THROWS_WITH(kfmm::l2p(space, p, 4e38, leaves, ranges, centres_f, Mf, xf, acc_f, phi_f),
+                      ContainsSubstring("l2p: G = 4e+38 exceeds the range of float"));
+  }
   // Node ids and ranges out of bounds (validated on the execution space before the kernel).
   CHECK_THROWS_WITH(kfmm::p2m(space, p, x, m, ranges, kfmm_test::device_ints<Memory>({1, 3}), centres, M),
                     ContainsSubstring("p2m: 1 of the 2 listed leaves are not node ids in [0, 3)"));

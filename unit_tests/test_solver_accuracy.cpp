@@ -703,6 +703,12 @@ TEMPLATE_LIST_TEST_CASE("Solver uses the backend's default leaf size unless one 
   h.evaluate(prob.x, prob.m, prob.a, prob.phi);
   CHECK(h.chosen_leaf_size() == 37);
   CHECK(h.statistics().leaf_size == 37);
+  // a G beyond float's range would be infinite in the float kernels (every sum inf or NaN): refused,
+  // while double takes it
+  o.G = 1e39;
+  CHECK_THROWS_WITH((kfmm::Solver<TestType, float>(o)),
+                    Catch::Matchers::ContainsSubstring("Options::G = 1e+39 exceeds the range of float"));
+  CHECK_NOTHROW(kfmm::Solver<TestType, double>(o));
 }
 
 // Float on the default backend only (each Solver instantiation costs compile time).

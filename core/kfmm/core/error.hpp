@@ -3,6 +3,7 @@
 /// that raise it. Messages name the offending input and the problem; nothing is printed.
 #pragma once
 
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,18 @@ template <class... Parts>
 template <class... Parts>
 void require(bool condition, Parts&&... message_parts) {
   if (!condition) detail::throw_error(std::forward<Parts>(message_parts)...);
+}
+
+/// Throws kfmm::Error unless the physical constant `value` (G, say) is finite with a magnitude below
+/// 1e300 (G times a sum stays finite in double) and, for a float kernel, within float's range: cast to
+/// float it would be infinite and turn every sum, even 0, into inf or NaN. `label` names it in the
+/// message ("p2p: G").
+template <class Real>
+void require_finite_constant(double value, const char* label) {
+  require(value == value && value > -1e300 && value < 1e300, label, " = ", value, " must be finite");
+  const double largest = static_cast<double>(std::numeric_limits<Real>::max());
+  require(!(value > largest || value < -largest), label, " = ", value, " exceeds the range of ",
+          sizeof(Real) == 4 ? "float" : "the real type", " (", largest, ")");
 }
 
 }  // namespace kfmm

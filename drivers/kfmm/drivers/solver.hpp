@@ -248,6 +248,8 @@ class Solver {
   /// Replaces the options (and so the chosen parameters); the next evaluation rebuilds everything.
   void set_options(const Options& options) {
     options.validate();
+    // (a float G beyond float's range would be infinite in the kernels: every sum inf or NaN)
+    require_finite_constant<Real>(options.G, "Options::G");
     const double floor = precision_floor<Real>();
     if (!options.explicit_parameters()) {
       require(options.tolerance >= floor, "Options::tolerance = ", options.tolerance,

@@ -310,7 +310,7 @@ void l2p(const ExecutionSpace& space, int order, double G, const Leaves& leaves,
   const int ng = num_coefficients(order - 1);
   require(static_cast<int>(locals.extent(1)) >= nc, "l2p: locals has ", locals.extent(1), " columns, order ",
           order, " needs ", nc);
-  require(G == G && G > -1e300 && G < 1e300, "l2p: G = ", G, " must be finite");
+  require_finite_constant<Real>(G, "l2p: G");
   require(positions.extent(1) == 3, "l2p: positions must have 3 columns, has ", positions.extent(1));
   require(accelerations.extent(1) == 3, "l2p: accelerations must have 3 columns, has ",
           accelerations.extent(1));

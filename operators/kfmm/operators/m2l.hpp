@@ -46,6 +46,8 @@ void m2l(const ExecutionSpace& space, int order,
   static_assert(std::is_floating_point_v<Real>, "kfmm::m2l: locals must hold float or double");
   static_assert(std::is_same_v<std::remove_const_t<typename MultipoleView::value_type>, Real>,
                 "kfmm::m2l: multipoles and locals must have the same real type");
+  static_assert(std::is_same_v<std::remove_const_t<typename CentresView::value_type>, Real>,
+                "kfmm::m2l: centres must have the expansions' real type");
   static_assert(CentresView::rank == 2 && MultipoleView::rank == 2 && LocalView::rank == 2,
                 "kfmm::m2l: centres are Real*[3], multipoles and locals Real** (nodes x coefficients)");
   static_assert(
@@ -75,6 +77,31 @@ void m2l(const ExecutionSpace& space, int order,
   require(options.lane == M2LLane::automatic || options.lane == M2LLane::fused ||
               options.lane == M2LLane::baseline,
           "m2l: unknown lane value ", static_cast<int>(options.lane));
+  require(options.accumulator == M2LAccumulator::automatic ||
+              options.accumulator == M2LAccumulator::registers ||
+              options.accumulator == M2LAccumulator::scratch,
+          "m2l: unknown accumulator value ", static_cast<int>(options.accumulator));
+  const M2LLane lane =
+      options.lane == M2LLane::automatic ? m2l_automatic_lane<ExecutionSpace>() : options.lane;
+  // An option of the other lane would be silently ignored: refused.
+  const char* const chosen = options.lane == M2LLane::automatic ? " (chosen by lane = automatic)" : "";
+  if (lane == M2LLane::baseline) {
+    require(options.team_size == 0 && options.pairs_per_chunk == 0 &&
+                options.accumulator == M2LAccumulator::automatic,
+            "m2l: team_size = ", options.team_size, ", pairs_per_chunk = ", options.pairs_per_chunk,
+            " and accumulator = ", to_string(options.accumulator),
+            " are options of the fused lane; the baseline lane", chosen, " takes none of them");
+  } else {
+    require(options.baseline_batch == 0 && !options.baseline_kokkos_kernels,
+            "m2l: baseline_batch = ", options.baseline_batch,
+            " and baseline_kokkos_kernels = ", options.baseline_kokkos_kernels,
+            " are options of the baseline lane; the fused lane", chosen, " takes neither");
+    require(!detail::is_host_execution_space<ExecutionSpace> || options.team_size > 0 ||
+                options.accumulator == M2LAccumulator::automatic,
+            "m2l: accumulator = ", to_string(options.accumulator),
+            " places the team kernel's partial locals; with team_size = 0 a host backend runs the "
+            "one-thread-per-chunk kernel, which has none (give a team_size to run the team kernel)");
+  }
   if (far_list.num_rows() == 0) return;
   if (options.validate) {
     detail::check_list_offsets(space, "m2l", "far_list", far_list.offsets);
@@ -83,8 +110,6 @@ void m2l(const ExecutionSpace& space, int order,
             far_list.sources.extent(0), " entries, fewer than its ", listed_pairs, " pairs");
   }
 
-  const M2LLane lane =
-      options.lane == M2LLane::automatic ? m2l_automatic_lane<ExecutionSpace>() : options.lane;
   detail::dispatch_static_order_for<ExecutionSpace, Real>(order, [&](auto p) {
     constexpr int P = decltype(p)::value;
     if (lane == M2LLane::baseline) {

@@ -73,6 +73,20 @@ inline const char* to_string(M2LLane lane) {
   }
 }
 
+/// Name of an accumulator ("automatic", "registers", "scratch"; "invalid" for other values).
+inline const char* to_string(M2LAccumulator accumulator) {
+  switch (accumulator) {
+    case M2LAccumulator::automatic:
+      return "automatic";
+    case M2LAccumulator::registers:
+      return "registers";
+    case M2LAccumulator::scratch:
+      return "scratch";
+    default:
+      return "invalid";
+  }
+}
+
 /// Parses a lane name as written by to_string; throws kfmm::Error naming the valid choices.
 inline M2LLane m2l_lane_from_string(const std::string& name) {
   if (name == "automatic" || name == "auto") return M2LLane::automatic;

@@ -586,7 +586,9 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   static_assert(PosView::rank == 2 && AccView::rank == 2 && MassView::rank == 1 && PotView::rank == 1,
                 "kfmm::p2p: positions/accelerations are Real*[3], masses/potentials Real*");
   static_assert(Kokkos::SpaceAccessibility<ExecutionSpace, typename PosView::memory_space>::accessible &&
-                    Kokkos::SpaceAccessibility<ExecutionSpace, typename AccView::memory_space>::accessible,
+                    Kokkos::SpaceAccessibility<ExecutionSpace, typename MassView::memory_space>::accessible &&
+                    Kokkos::SpaceAccessibility<ExecutionSpace, typename AccView::memory_space>::accessible &&
+                    Kokkos::SpaceAccessibility<ExecutionSpace, typename PotView::memory_space>::accessible,
                 "kfmm::p2p: Views must be accessible from the execution space");
   const size_t n = positions.extent(0);
   require(positions.extent(1) == 3, "p2p: positions must have 3 columns, has ", positions.extent(1));
@@ -611,7 +613,7 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
                               static_cast<int>(n));
   }
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
-  require(G == G && G > -1e300 && G < 1e300, "p2p: G = ", G, " must be finite");
+  require_finite_constant<Real>(G, "p2p: G");
   require(options.leaves_per_chunk >= 0, "p2p: leaves_per_chunk = ", options.leaves_per_chunk,
           " must be >= 0");
   require(options.team_size >= 0, "p2p: team_size = ", options.team_size, " must be >= 0");

@@ -1,5 +1,6 @@
 #include "kfmm/arguments.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -15,10 +16,25 @@ double parse_double(const std::string& text, const std::string& what) {
   if (text.empty() || end == begin || *end != '\0') {
     throw UsageError(what + ": '" + text + "' is not a number");
   }
-  if (!std::isfinite(value) || errno == ERANGE) {
+  // (strtod sets ERANGE for an overflow, which is infinite, and for a result below DBL_MIN, which is
+  // the nearest double, a subnormal or zero: that one is kept)
+  if (!std::isfinite(value)) {
     throw UsageError(what + ": '" + text + "' is not a finite number");
   }
   return value;
+}
+
+std::uint64_t parse_unsigned(const std::string& text, const std::string& what) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  // (strtoull accepts a sign and negates: "-1" would be 2^64 - 1)
+  const bool digits = !text.empty() && std::isdigit(static_cast<unsigned char>(text[0]));
+  const unsigned long long value = std::strtoull(begin, &end, 10);
+  if (!digits || end == begin || *end != '\0' || errno == ERANGE) {
+    throw UsageError(what + ": '" + text + "' is not an integer in 0..18446744073709551615");
+  }
+  return static_cast<std::uint64_t>(value);
 }
 
 long long parse_integer(const std::string& text, const std::string& what) {
@@ -110,6 +126,10 @@ double Arguments::get_double(const std::string& name, double fallback) const {
 
 long long Arguments::get_integer(const std::string& name, long long fallback) const {
   return has(name) ? parse_integer(get(name), "--" + name) : fallback;
+}
+
+std::uint64_t Arguments::get_unsigned(const std::string& name, std::uint64_t fallback) const {
+  return has(name) ? parse_unsigned(get(name), "--" + name) : fallback;
 }
 
 std::string Arguments::help() const {

@@ -2,6 +2,7 @@
 // number parsing, and --help text generated from the same declarations.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ class InputError : public std::runtime_error {
 double parse_double(const std::string& text, const std::string& what);
 /// Parses an int strictly; throws UsageError naming `what` otherwise.
 long long parse_integer(const std::string& text, const std::string& what);
+/// Parses an unsigned 64-bit integer (a random seed: 0 .. 2^64 - 1, digits only); throws UsageError
+/// naming `what` otherwise.
+std::uint64_t parse_unsigned(const std::string& text, const std::string& what);
 
 /// Declared options of one subcommand and, after parse(), their values.
 class Arguments {
@@ -46,6 +50,7 @@ class Arguments {
   std::string get(const std::string& name, const std::string& fallback = "") const;
   double get_double(const std::string& name, double fallback) const;
   long long get_integer(const std::string& name, long long fallback) const;
+  std::uint64_t get_unsigned(const std::string& name, std::uint64_t fallback) const;
 
   /// The --help text.
   std::string help() const;

@@ -215,9 +215,7 @@ int calibrate(const Arguments& a) {
   const int ntargets = a.has("targets") ? integer_in(a.get("targets"), 1, 100000000, "--targets") : 4096;
   const int repeat = a.has("repeat") ? integer_in(a.get("repeat"), 1, 1000, "--repeat") : 2;
   const Precision precision = precision_from_string(a.get("precision", "fp64"));
-  const long long seed_value = a.get_integer("seed", 7);
-  if (seed_value < 0) throw UsageError("--seed " + a.get("seed") + " must be >= 0");
-  const auto seed = static_cast<std::uint64_t>(seed_value);
+  const std::uint64_t seed = a.get_unsigned("seed", 7);
   const double float_floor = a.get_double("float-floor", kfmm::precision_floor<float>());
   if (!(float_floor > 0 && float_floor < 1)) {
     throw UsageError("--float-floor " + a.get("float-floor") + " is outside (0, 1)");

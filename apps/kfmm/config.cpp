@@ -12,6 +12,7 @@
 
 #include "kfmm/arguments.hpp"
 #include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/files.hpp"
 
 namespace kfmm_cli {
 
@@ -54,6 +55,15 @@ class Reader {
       return parse_integer(text, key);
     } catch (const UsageError&) {
       fail(node, "key '" + key + "' must be an integer, got '" + text + "'");
+    }
+  }
+
+  std::uint64_t unsigned_integer(const YAML::Node& node, const std::string& key) const {
+    const std::string text = scalar(node, key, "an integer");
+    try {
+      return parse_unsigned(text, key);
+    } catch (const UsageError&) {
+      fail(node, "key '" + key + "' must be an integer in 0..18446744073709551615, got '" + text + "'");
     }
   }
 
@@ -164,9 +174,7 @@ NBodyConfig load_nbody_config(const std::string& path) {
                            {"seed",
                             [&](const YAML::Node& v, const std::string& k) {
                               keep(v, k);
-                              const long long seed = r.integer(v, k);
-                              if (seed < 0) r.fail(v, "'" + k + "' must be >= 0");
-                              ic.seed = static_cast<std::uint64_t>(seed);
+                              ic.seed = r.unsigned_integer(v, k);
                             }},
                            {"total_mass",
                             [&](const YAML::Node& v, const std::string& k) {
@@ -337,6 +345,10 @@ NBodyConfig load_nbody_config(const std::string& path) {
         "must be in [0, 1] (0: off)");
   check(s.precision == "fp32" || s.precision == "fp64", "solver.precision",
         "must be fp32 or fp64 (got '" + s.precision + "')");
+  // In fp32 the solver works with float G and softening: beyond float's range they would be infinite.
+  check(s.precision != "fp32" || fits_fp32(s.G), "solver.G", "is beyond the range of fp32 (3e38); use fp64");
+  check(s.precision != "fp32" || fits_fp32(s.softening), "solver.softening",
+        "is beyond the range of fp32 (3e38); use fp64");
   kfmm::ListBuild build{};
   check(kfmm::list_build_from_string(s.list_build, build), "solver.list_build",
         "must be automatic, sort or scatter (got '" + s.list_build + "')");

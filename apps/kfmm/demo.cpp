@@ -36,7 +36,7 @@ int run_demo(const Arguments& a) {
   const long long check = a.get_integer("check", 1000);
   const long long nbody_n = a.get_integer("nbody-particles", 10000);
   const long long steps = a.get_integer("steps", 64);
-  const long long seed = a.get_integer("seed", 1);
+  const std::uint64_t seed = a.get_unsigned("seed", 1);
   const Precision precision = precision_from_string(a.get("precision", "fp64"));
   if (n < 0 || n > 2147483647LL)
     throw UsageError("--particles " + a.get("particles") + " must be in 0..2^31-1");
@@ -44,7 +44,6 @@ int run_demo(const Arguments& a) {
   if (nbody_n == 1 || nbody_n < 0 || nbody_n > 2147483647LL)
     throw UsageError("--nbody-particles " + a.get("nbody-particles") +
                      " must be 0 (no N-body run) or in 2..2^31-1");
-  if (seed < 0) throw UsageError("--seed " + a.get("seed") + " must be >= 0");
   if (check < 0) throw UsageError("--check must be >= 0");
   if (steps < 0) throw UsageError("--steps must be >= 0");
   kfmm::Options options;
@@ -58,8 +57,7 @@ int run_demo(const Arguments& a) {
   std::printf("1. Forces of a Plummer sphere of %lld particles at tolerance %g\n", n, options.tolerance);
   std::fflush(stdout);
   auto engine = Engine::make(precision, options);
-  const kfmm::HostParticles plummer =
-      kfmm::plummer_sphere(static_cast<int>(n), static_cast<std::uint64_t>(seed));
+  const kfmm::HostParticles plummer = kfmm::plummer_sphere(static_cast<int>(n), seed);
   engine->load(plummer);
   Kokkos::Timer timer;
   engine->evaluate();
@@ -105,7 +103,7 @@ int run_demo(const Arguments& a) {
         nbody_n, steps, steps * dt, nb.tolerance, nb.softening);
     std::fflush(stdout);
     auto sim = Engine::make(precision, nb);
-    sim->load(kfmm::plummer_sphere(static_cast<int>(nbody_n), static_cast<std::uint64_t>(seed) + 1));
+    sim->load(kfmm::plummer_sphere(static_cast<int>(nbody_n), seed + 1));
     sim->evaluate();
     const kfmm::Diagnostics d0 = sim->diagnostics();
     ProgressBar bar("   nbody", steps, progress);

@@ -105,8 +105,7 @@ int run_forces(const Arguments& a) {
   const Precision precision = precision_from_string(a.get("precision", "fp64"));
   const long long check = a.get_integer("check", 0);
   if (check < 0) throw UsageError("--check " + a.get("check") + " must be >= 0");
-  const long long seed = a.get_integer("seed", 12345);
-  if (seed < 0) throw UsageError("--seed " + a.get("seed") + " must be >= 0");
+  const std::uint64_t seed = a.get_unsigned("seed", 12345);
   if (precision == Precision::fp32 && !a.has("tolerance") && !(a.has("order") && a.has("theta"))) {
     options.tolerance = std::max(options.tolerance, kfmm::precision_floor<float>());
   }
@@ -185,8 +184,7 @@ int run_forces(const Arguments& a) {
   std::printf("time: read %s, evaluate %s, write %s\n", format_seconds(t_read).c_str(),
               format_seconds(t_eval).c_str(), format_seconds(t_write).c_str());
   if (check > 0 && n > 0) {
-    const auto targets =
-        sample_targets(n, static_cast<int>(std::min<long long>(check, n)), static_cast<std::uint64_t>(seed));
+    const auto targets = sample_targets(n, static_cast<int>(std::min<long long>(check, n)), seed);
     timer.reset();
     const HostForces ref = direct_reference(particles, targets, options.G, options.softening);
     const double t_ref = timer.seconds();

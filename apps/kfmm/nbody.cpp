@@ -10,6 +10,7 @@
 
 #include "kfmm/commands.hpp"
 #include "kfmm/config.hpp"
+#include "kfmm/core/error.hpp"
 #include "kfmm/drivers/distributions.hpp"
 #include "kfmm/drivers/tolerance.hpp"
 #include "kfmm/engine.hpp"
@@ -228,6 +229,31 @@ EnergyRow energy_row(long long step, double time, const kfmm::Diagnostics& d, do
           d.angular_momentum[2]};
 }
 
+/// A run that leaves the range of its precision (a time step, masses or G too large for it) stops with
+/// the keys that set them and the last snapshot to go back to, rather than the solver's message about a
+/// NaN position of some particle. `last_snapshot` < 0: none was written.
+[[noreturn]] void out_of_range(const NBodyConfig& cfg, long long step, const std::string& what,
+                               long long last_snapshot) {
+  throw InputError(
+      cfg.path + ": step " + std::to_string(step) + ": " + what + "; the run left the range of " +
+      cfg.solver.precision + " (smaller masses or solver.G, or a smaller integrator.time_step, " +
+      "keep it finite" +
+      (last_snapshot >= 0 ? "; the last snapshot is step " + std::to_string(last_snapshot) : "") + ")");
+}
+
+/// The diagnostics of `engine`, refused by out_of_range when the energy is not finite.
+kfmm::Diagnostics finite_diagnostics(Engine& engine, const NBodyConfig& cfg, long long step,
+                                     long long last_snapshot) {
+  const kfmm::Diagnostics d = engine.diagnostics();
+  if (!std::isfinite(d.kinetic) || !std::isfinite(d.potential) || !std::isfinite(d.total)) {
+    char what[160];
+    std::snprintf(what, sizeof what, "the energy is not finite (kinetic %g, potential %g)", d.kinetic,
+                  d.potential);
+    out_of_range(cfg, step, what, last_snapshot);
+  }
+  return d;
+}
+
 }  // namespace
 
 Arguments declare_nbody() {
@@ -372,7 +398,7 @@ int run_nbody(const Arguments& a) {
     ++evaluations;
   };
   add_stats();
-  kfmm::Diagnostics d = engine->diagnostics();
+  kfmm::Diagnostics d = finite_diagnostics(*engine, cfg, first_step, restarted ? first_step : -1);
   if (!log.empty() && log.front()[0] == 0) {
     e0 = log.front()[4];
   } else {
@@ -397,7 +423,11 @@ int run_nbody(const Arguments& a) {
   Kokkos::Timer step_timer;
   bool stopped = false;
   while (step < steps) {
-    engine->step(dt);
+    try {
+      engine->step(dt);
+    } catch (const kfmm::Error& e) {
+      out_of_range(cfg, step + 1, e.what(), last_snapshot);
+    }
     add_stats();
     ++step;
     const double time = step * dt;
@@ -406,7 +436,7 @@ int run_nbody(const Arguments& a) {
     const bool snapshot =
         last || stopped || (cfg.output.snapshot_every > 0 && step % cfg.output.snapshot_every == 0);
     if (last || snapshot || step % cfg.output.log_every == 0) {
-      d = engine->diagnostics();
+      d = finite_diagnostics(*engine, cfg, step, last_snapshot);
       log.push_back(energy_row(step, time, d, e0));
       max_error = std::max(max_error, std::fabs(log.back()[5]));
     }

@@ -212,7 +212,9 @@ case "$CASE" in
     forces_rejects "tolerance = 1e-14 is below the precision floor" --tolerance 1e-14
     forces_rejects "below the precision floor .* of float" --tolerance 1e-8 --precision fp32
     forces_rejects "order = 1 cannot reach tolerance" --tolerance 1e-9 --order 1
-    EXPECTED_STATUS=2 forces_rejects "--seed -3 must be >= 0" --seed -3 --check 5
+    EXPECTED_STATUS=2 forces_rejects "--seed: '-3' is not an integer in 0..18446744073709551615" --seed -3 --check 5
+    EXPECTED_STATUS=2 forces_rejects "--seed: '18446744073709551616' is not an integer in 0.." --seed 18446744073709551616 --check 5
+    forces_rejects "Options::G = 1e\+39 exceeds the range of float" --G 1e39 --precision fp32
     ;;
   calibrate_options)
     small="--distributions uniform,plummer --leaf-sizes 16,32 --no-progress"  # (bad values below: before any work)
@@ -228,7 +230,7 @@ case "$CASE" in
     run 2 calibrate $small --repeat 0; expect_err "--repeat: 0 is outside 1..1000"
     run 2 calibrate $small --leaf-theta 1.5; expect_err "--leaf-theta 1.5 is outside \(0, 1\)"
     run 2 calibrate $small --float-floor -1; expect_err "--float-floor -1 is outside \(0, 1\)"
-    run 2 calibrate $small --seed -1; expect_err "--seed -1 must be >= 0"
+    run 2 calibrate $small --seed -1; expect_err "--seed: '-1' is not an integer in 0..18446744073709551615"
     run 2 calibrate $small --particles 1; expect_err "--particles: 1 is outside 2.."
     ;;
   nbody_run_and_restart)
@@ -361,6 +363,21 @@ EOF
     run 1 nbody --config c.yaml --dry-run; expect_err "the uniform initial conditions do not fit in fp32 \(a position of"
     write_config c.yaml 10 && sed -i 's/  particles: 300/  particles: 2147483647/' c.yaml
     run 1 nbody --config c.yaml --dry-run; expect_err "'initial_conditions.particles' must be in 0..2147483646"
+    # Seeds span 0..2^64-1; a subnormal softening is a number (the nearest double), not an error.
+    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 18446744073709551615/; s/  softening: 0.05/  softening: 1e-310/' c.yaml
+    run 0 nbody --config c.yaml --dry-run; expect_out "is valid"
+    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: -1/' c.yaml
+    run 1 nbody --config c.yaml --dry-run; expect_err "c.yaml:4: key 'initial_conditions.seed' must be an integer in 0..18446744073709551615, got '-1'"
+    # In fp32 G and the softening are floats.
+    write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: 0.05\n  G: 1e39\n  precision: fp32/' c.yaml
+    run 1 nbody --config c.yaml --dry-run; expect_err "c.yaml:8: 'solver.G' is beyond the range of fp32"
+    # A run whose physics overflows its precision names the step and the keys, not a NaN particle.
+    write_config c.yaml 10 && sed -i 's/  time_step: 0.01/  time_step: 1e308/' c.yaml
+    run 1 nbody --config c.yaml --no-progress
+    expect_err "c.yaml: step 1: .*the run left the range of fp64 \(smaller masses or solver.G, or a smaller integrator.time_step, keep it finite; the last snapshot is step 0\)"
+    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 3\n  total_mass: 1e300/; s/directory: run/directory: heavy/' c.yaml
+    run 1 nbody --config c.yaml --no-progress
+    expect_err "c.yaml: step 0: the energy is not finite .*the run left the range of fp64 \(.*keep it finite\)$"
     ;;
   configs)
     # Every shipped run file is valid (from_file.yaml reads ics.csv from the current folder).
@@ -374,7 +391,7 @@ EOF
     expect_out "within the tolerance"; expect_out "stage"; expect_out "p2p"; expect_out "energy: "
     expect_out "order p = "; expect_out "fp64"
     run 2 demo --particles 100 --nbody-particles 1; expect_err "must be 0 \(no N-body run\) or in 2.."
-    run 2 demo --particles 100 --seed -2; expect_err "--seed -2 must be >= 0"
+    run 2 demo --particles 100 --seed -2; expect_err "--seed: '-2' is not an integer in 0..18446744073709551615"
     ;;
   *)
     echo "unknown case $CASE"; exit 2 ;;

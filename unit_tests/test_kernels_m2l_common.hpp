@@ -437,6 +437,29 @@ void check_refusals() {
           Catch::Matchers::ContainsSubstring("far_list.offsets must start at 0 and never decrease"));
     }
   }
+  // node ids outside [0, nodes) and a node that is the target of two rows (two teams would add to its
+  // local at once): refused on both lanes
+  const int nodes = static_cast<int>(d.centres.extent(0));
+  const auto two_rows = [](std::vector<int> targets, std::vector<int> sources) {
+    kfmm::InteractionList<Mem> l;
+    l.targets = kfmm_test::device_ints<Mem>(targets, "targets");
+    l.offsets = kfmm_test::device_ints<Mem>({0, 1, 2}, "offsets");
+    l.sources = kfmm_test::device_ints<Mem>(sources, "sources");
+    return l;
+  };
+  const std::string ids = " are not node ids in [0, " + std::to_string(nodes) + ")";
+  for (auto lane : {kfmm::M2LLane::fused, kfmm::M2LLane::baseline}) {
+    using Catch::Matchers::ContainsSubstring;
+    kfmm::M2LOptions o;
+    o.lane = lane;
+    CHECK_THROWS_WITH(kfmm::m2l(space, 4, two_rows({0, nodes}, {1, 2}), d.centres, d.multipoles, d.locals, o),
+                      ContainsSubstring("m2l: 1 of the 2 targets of far_list" + ids));
+    CHECK_THROWS_WITH(kfmm::m2l(space, 4, two_rows({0, 1}, {-1, 2}), d.centres, d.multipoles, d.locals, o),
+                      ContainsSubstring("m2l: 1 of the 2 sources of far_list" + ids));
+    CHECK_THROWS_WITH(kfmm::m2l(space, 4, two_rows({3, 3}, {1, 2}), d.centres, d.multipoles, d.locals, o),
+                      ContainsSubstring("m2l: 1 nodes are the target of more than one row of far_list"));
+    CHECK_NOTHROW(kfmm::m2l(space, 4, two_rows({3, 4}, {1, 2}), d.centres, d.multipoles, d.locals, o));
+  }
   // an empty list and a list with only empty rows do nothing
   kfmm::InteractionList<Mem> empty;
   empty.offsets = Kokkos::View<int*, Mem>("offsets", 1);

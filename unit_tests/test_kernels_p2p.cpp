@@ -603,8 +603,9 @@ TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm
   kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1e39, 0.0, d.a, d.phi);
 }
 
-TEMPLATE_LIST_TEST_CASE("p2p refuses offsets that run backwards and target ranges outside the particles",
-                        "[kernels][p2p]", kfmm_test::ExecutionSpaces) {
+TEMPLATE_LIST_TEST_CASE(
+    "p2p refuses offsets that run backwards, leaves outside the particles, repeated targets",
+    "[kernels][p2p]", kfmm_test::ExecutionSpaces) {
   using Space = TestType;
   using Catch::Matchers::ContainsSubstring;
   Space space;
@@ -631,6 +632,14 @@ TEMPLATE_LIST_TEST_CASE("p2p refuses offsets that run backwards and target range
   HostList unknown_target = list;
   unknown_target.targets[1] = 2;  // no row 2 in ranges
   CHECK_THROWS_WITH(run(unknown_target), ContainsSubstring("not node ids in [0, 2)"));
+  HostList unknown_source = list;
+  unknown_source.sources[3] = -1;  // would be read before the particles
+  CHECK_THROWS_WITH(run(unknown_source),
+                    ContainsSubstring("p2p: near_list.sources: 1 of the 4 listed leaves are not node ids"));
+  HostList repeated_target = list;
+  repeated_target.targets[1] = 0;  // leaf 0's sums written by two rows at once
+  CHECK_THROWS_WITH(run(repeated_target),
+                    ContainsSubstring("p2p: 1 nodes are the target of more than one row of near_list"));
   // Unvalidated (a caller with lists consistent by construction) the checks cost nothing and do not run.
   kfmm::P2POptions trusted;
   trusted.validate = false;

@@ -12,6 +12,7 @@
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
+#include "kfmm/core/interaction_list.hpp"
 
 namespace kfmm {
 
@@ -95,6 +96,62 @@ void check_list_offsets(const ExecutionSpace& space, const char* op, const char*
   const int bad = count_bad(space, op, entries, OffsetIsBad<Offsets>{offsets});
   require(bad == 0, op, ": ", list, ".offsets must start at 0 and never decrease; ", bad, " of its ", entries,
           " entries do not");
+}
+
+/// A listed id that is no node id in [0, num_nodes).
+template <class Ids>
+struct IdIsBad {
+  Ids ids;
+  int num_nodes;
+  KOKKOS_INLINE_FUNCTION bool operator()(int i) const {
+    const int q = ids(i);
+    return q < 0 || q >= num_nodes;
+  }
+};
+
+/// rows_of(t) += 1 for the target t of every row (targets checked to lie in [0, num_nodes) first).
+template <class Targets, class Counts>
+struct CountRowsOfTarget {
+  Targets targets;
+  Counts rows_of;
+  KOKKOS_INLINE_FUNCTION void operator()(int r) const { Kokkos::atomic_increment(&rows_of(targets(r))); }
+};
+
+/// A node that is the target of more than one row.
+template <class Counts>
+struct TargetIsRepeated {
+  Counts rows_of;
+  KOKKOS_INLINE_FUNCTION bool operator()(int i) const { return rows_of(i) > 1; }
+};
+
+/// Throws unless every row's target of `list` is a node id in [0, num_nodes) that no other row targets
+/// (InteractionList's contract: two rows of one target would add to its outputs from two threads at
+/// once, a race) and, unless `sources_checked_elsewhere`, every source among its first `num_pairs` is a
+/// node id in [0, num_nodes) (one outside is read past the Views). Two reductions and a count per node.
+template <class ExecutionSpace, class MemorySpace>
+void check_list_nodes(const ExecutionSpace& space, const char* op, const char* name,
+                      const InteractionList<MemorySpace>& list, long long num_pairs, int num_nodes,
+                      bool sources_checked_elsewhere = false) {
+  using Ids = Kokkos::View<int*, MemorySpace>;
+  const int rows = list.num_rows();
+  const int bad_targets = count_bad(space, op, rows, IdIsBad<Ids>{list.targets, num_nodes});
+  require(bad_targets == 0, op, ": ", bad_targets, " of the ", rows, " targets of ", name,
+          " are not node ids in [0, ", num_nodes, ")");
+  if (!sources_checked_elsewhere) {
+    const int bad_sources =
+        count_bad(space, op, static_cast<int>(num_pairs), IdIsBad<Ids>{list.sources, num_nodes});
+    require(bad_sources == 0, op, ": ", bad_sources, " of the ", num_pairs, " sources of ", name,
+            " are not node ids in [0, ", num_nodes, ")");
+  }
+  if (rows < 2) return;
+  Kokkos::View<int*, MemorySpace> rows_of(Kokkos::view_alloc(space, "kfmm::check_list_nodes::rows_of"),
+                                          num_nodes);
+  Kokkos::parallel_for(op, Kokkos::RangePolicy<ExecutionSpace>(space, 0, rows),
+                       CountRowsOfTarget<Ids, Kokkos::View<int*, MemorySpace>>{list.targets, rows_of});
+  const int repeated =
+      count_bad(space, op, num_nodes, TargetIsRepeated<Kokkos::View<int*, MemorySpace>>{rows_of});
+  require(repeated == 0, op, ": ", repeated, " nodes are the target of more than one row of ", name,
+          " (a node's sources belong in one row: two rows would add to its outputs at the same time)");
 }
 
 /// A listed parent that is no node id in [0, num_nodes) or whose children leave [0, num_nodes) (M2M).

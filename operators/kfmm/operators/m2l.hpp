@@ -32,7 +32,8 @@ namespace kfmm {
 /// (displacement centres(target) - centres(s); the ops conventions of m2l_pair.hpp).
 ///  - `order` in 0..max_order (checked); multipoles and locals are ExpansionView-shaped (nodes x at
 ///    least (order+1)^2, LayoutRight; columns beyond are untouched), centres Real*[3]; all three sized by the
-///    same number of nodes; node ids in the list must be valid (not checked per pair).
+///    same number of nodes; node ids in the list must be valid and each target must have one row
+///    (checked with `options.validate`, the default).
 ///  - `options.lane` picks the implementation; an explicit lane is honoured or refused with a
 ///    kfmm::Error, never replaced.
 /// All Views live in `ExecutionSpace::memory_space`; kernels run on `space`. `workspace` holds the
@@ -108,6 +109,8 @@ void m2l(const ExecutionSpace& space, int order,
     const long long listed_pairs = far_list.num_pairs();  // one device-to-host copy
     require(static_cast<long long>(far_list.sources.extent(0)) >= listed_pairs, "m2l: far_list.sources has ",
             far_list.sources.extent(0), " entries, fewer than its ", listed_pairs, " pairs");
+    detail::check_list_nodes(space, "m2l", "far_list", far_list, listed_pairs,
+                             static_cast<int>(centres.extent(0)));
   }
 
   detail::dispatch_static_order_for<ExecutionSpace, Real>(order, [&](auto p) {

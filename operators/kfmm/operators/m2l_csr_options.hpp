@@ -55,9 +55,10 @@ struct M2LOptions {
   /// per pair with Kokkos Kernels' SerialGemm (only when kfmm is built with Kokkos Kernels; requesting
   /// it without throws). Off by default: the structured loop is faster (docs/kernels.md).
   bool baseline_kokkos_kernels = false;
-  /// Check that far_list.offsets start at 0 and never decrease and that far_list.sources holds the list's
-  /// last offset of pairs: one reduction over the rows and one device-to-host copy. A caller whose lists
-  /// come from kfmm::dual_tree_walk may turn it off.
+  /// Check that far_list.offsets start at 0 and never decrease, that far_list.sources holds the list's
+  /// last offset of pairs, that every target and source is a node id and that no node is the target of
+  /// two rows: reductions over the rows and the pairs, a count per node and one device-to-host copy. A caller
+  /// whose lists come from kfmm::dual_tree_walk may turn it off.
   bool validate = true;
 };
 

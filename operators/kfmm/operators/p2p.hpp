@@ -75,9 +75,10 @@ struct P2POptions {
   /// larger leaves are computed all the same (max_target_particles is the bound).
   int expected_leaf_size = 0;
   /// Check that near_list.offsets start at 0 and never decrease, that near_list.sources holds the list's
-  /// last offset of pairs and that every target leaf is a row of `ranges` with a particle range inside
-  /// [0, N] (two reductions over the rows and a device-to-host copy); with `mutual`, also that the list
-  /// is symmetric (O(sum of squared row lengths) on the host). A caller whose lists come from
+  /// last offset of pairs, that every target and source leaf is a row of `ranges` with a particle range
+  /// inside [0, N] and that no leaf is the target of two rows (reductions over the rows and the pairs, a
+  /// count per leaf, a device-to-host copy); with `mutual`, also that the list is symmetric (O(sum of
+  /// squared row lengths) on the host). A caller whose lists come from
   /// kfmm::dual_tree_walk may turn it off.
   bool validate = true;
 };
@@ -611,6 +612,12 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
     require(n <= static_cast<size_t>(INT_MAX), "p2p: ", n, " particles exceed the int index range");
     detail::check_leaf_ranges(space, "p2p", near_list.targets, ranges, static_cast<int>(ranges.extent(0)),
                               static_cast<int>(n));
+    // ... and the source leaves' ranges what is read; a target of two rows would be written twice at once.
+    detail::check_leaf_ranges(space, "p2p: near_list.sources",
+                              Kokkos::subview(near_list.sources, std::make_pair(0LL, listed_pairs)), ranges,
+                              static_cast<int>(ranges.extent(0)), static_cast<int>(n));
+    detail::check_list_nodes(space, "p2p", "near_list", near_list, listed_pairs,
+                             static_cast<int>(ranges.extent(0)), true);
   }
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
   require_finite_constant<Real>(G, "p2p: G");

@@ -399,7 +399,7 @@ void check_refusals() {
     f.baseline_batch = 5;  // lane automatic: the fused lane on every backend
     CHECK_THROWS_WITH(
         kfmm::m2l(space, 4, d.list, d.centres, d.multipoles, d.locals, f),
-        ContainsSubstring("baseline_batch = 5 and baseline_kokkos_kernels = 0 are options of the "
+        ContainsSubstring("baseline_batch = 5 and baseline_kokkos_kernels = false are options of the "
                           "baseline lane; the fused lane (chosen by lane = automatic) takes neither"));
     f.baseline_batch = 0;
     f.accumulator = static_cast<kfmm::M2LAccumulator>(9);
@@ -457,7 +457,7 @@ void check_refusals() {
     CHECK_THROWS_WITH(kfmm::m2l(space, 4, two_rows({0, 1}, {-1, 2}), d.centres, d.multipoles, d.locals, o),
                       ContainsSubstring("m2l: 1 of the 2 sources of far_list" + ids));
     CHECK_THROWS_WITH(kfmm::m2l(space, 4, two_rows({3, 3}, {1, 2}), d.centres, d.multipoles, d.locals, o),
-                      ContainsSubstring("m2l: 1 nodes are the target of more than one row of far_list"));
+                      ContainsSubstring("m2l: 1 node is the target of more than one row of far_list"));
     CHECK_NOTHROW(kfmm::m2l(space, 4, two_rows({3, 4}, {1, 2}), d.centres, d.multipoles, d.locals, o));
   }
   // an empty list and a list with only empty rows do nothing

@@ -639,7 +639,7 @@ TEMPLATE_LIST_TEST_CASE(
   HostList repeated_target = list;
   repeated_target.targets[1] = 0;  // leaf 0's sums written by two rows at once
   CHECK_THROWS_WITH(run(repeated_target),
-                    ContainsSubstring("p2p: 1 nodes are the target of more than one row of near_list"));
+                    ContainsSubstring("p2p: 1 node is the target of more than one row of near_list"));
   // Unvalidated (a caller with lists consistent by construction) the checks cost nothing and do not run.
   kfmm::P2POptions trusted;
   trusted.validate = false;

@@ -1,5 +1,6 @@
 #include "kfmm/arguments.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -8,32 +9,46 @@
 
 namespace kfmm_cli {
 
-double parse_double(const std::string& text, const std::string& what) {
+std::string double_problem(const std::string& text, double& value) {
   const char* begin = text.c_str();
   char* end = nullptr;
   errno = 0;
-  const double value = std::strtod(begin, &end);
-  if (text.empty() || end == begin || *end != '\0') {
-    throw UsageError(what + ": '" + text + "' is not a number");
-  }
-  // (strtod sets ERANGE for an overflow, which is infinite, and for a result below DBL_MIN, which is
-  // the nearest double, a subnormal or zero: that one is kept)
-  if (!std::isfinite(value)) {
-    throw UsageError(what + ": '" + text + "' is not a finite number");
-  }
+  value = std::strtod(begin, &end);
+  if (text.empty() || end == begin || *end != '\0') return "is not a number";
+  // (strtod sets ERANGE for an overflow, which is infinite, and for a result below DBL_MIN: a subnormal
+  // is the nearest double and kept, a value that rounds to zero is refused rather than made 0)
+  if (!std::isfinite(value)) return "is not a finite number";
+  if (errno == ERANGE && value == 0) return "is below the smallest double (4.9e-324) and would be 0";
+  return "";
+}
+
+double parse_double(const std::string& text, const std::string& what) {
+  double value = 0;
+  const std::string problem = double_problem(text, value);
+  if (!problem.empty()) throw UsageError(what + ": '" + text + "' " + problem);
   return value;
 }
 
 std::uint64_t parse_unsigned(const std::string& text, const std::string& what) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  // (strtoull accepts a sign and negates: "-1" would be 2^64 - 1)
-  const bool digits = !text.empty() && std::isdigit(static_cast<unsigned char>(text[0]));
-  const unsigned long long value = std::strtoull(begin, &end, 10);
-  if (!digits || end == begin || *end != '\0' || errno == ERANGE) {
-    throw UsageError(what + ": '" + text + "' is not an integer in 0..18446744073709551615");
+  const UsageError refused(what + ": '" + text + "' is not an integer in 0..18446744073709551615");
+  // Digits only: the whole range, through strtoull (which would negate a "-1" into 2^64 - 1).
+  if (!text.empty() &&
+      std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    const char* begin = text.c_str();
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long value = std::strtoull(begin, &end, 10);
+    if (*end != '\0' || errno == ERANGE) throw refused;
+    return static_cast<std::uint64_t>(value);
   }
+  // Otherwise the forms parse_integer takes (+7, 1e5, 100000.0), when not negative.
+  long long value = -1;
+  try {
+    value = parse_integer(text, what);
+  } catch (const UsageError&) {
+    throw refused;
+  }
+  if (value < 0) throw refused;
   return static_cast<std::uint64_t>(value);
 }
 

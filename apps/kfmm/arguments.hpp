@@ -21,6 +21,9 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Why `text` is not a finite double, e.g. "is not a number" ("" when it is one: then `value` holds it).
+/// A subnormal is accepted as the nearest double; a value that would round to 0 is not.
+std::string double_problem(const std::string& text, double& value);
 /// Parses a double strictly (the whole text, finite); throws UsageError naming `what` otherwise.
 double parse_double(const std::string& text, const std::string& what);
 /// Parses an int strictly; throws UsageError naming `what` otherwise.

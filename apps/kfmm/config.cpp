@@ -42,11 +42,11 @@ class Reader {
 
   double real(const YAML::Node& node, const std::string& key) const {
     const std::string text = scalar(node, key, "a number");
-    try {
-      return parse_double(text, key);
-    } catch (const UsageError&) {
-      fail(node, "key '" + key + "' must be a finite number, got '" + text + "'");
-    }
+    double value = 0;
+    const std::string problem = double_problem(text, value);
+    if (problem.empty()) return value;
+    if (problem.rfind("is below", 0) == 0) fail(node, "key '" + key + "' = '" + text + "' " + problem);
+    fail(node, "key '" + key + "' must be a finite number, got '" + text + "'");
   }
 
   long long integer(const YAML::Node& node, const std::string& key) const {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -172,22 +173,28 @@ kfmm::HostParticles initial_particles(const NBodyConfig& cfg, bool single) {
                                      cfg.solver.G, ic.max_radius)
               : kfmm::uniform_sphere(static_cast<int>(ic.particles), ic.seed, ic.total_mass, ic.radius,
                                      ic.virial_ratio, cfg.solver.G);
-  // In fp32 the generated values must fit float, as a file's must (files.hpp, check_fits_fp32): beyond
-  // it they would turn into infinities on the way to the solver.
-  if (!single) return p;
-  double largest[3] = {0, 0, 0};  // |position|, |velocity|, |mass|
+  // The generated values must be finite (in double, huge masses or G give infinite velocities and then
+  // NaN ones) and in fp32 fit float, as a file's must (files.hpp, check_fits_fp32): beyond it they would
+  // turn into infinities on the way to the solver.
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto magnitude = [inf](double v) { return std::isfinite(v) ? std::fabs(v) : inf; };
+  double largest[3] = {0, 0, 0};  // |position|, |velocity|, |mass| (inf for NaN or inf)
   for (int i = 0; i < p.size(); ++i) {
     for (int d = 0; d < 3; ++d) {
-      largest[0] = std::max(largest[0], std::fabs(p.positions(i, d)));
-      largest[1] = std::max(largest[1], std::fabs(p.velocities(i, d)));
+      largest[0] = std::max(largest[0], magnitude(p.positions(i, d)));
+      largest[1] = std::max(largest[1], magnitude(p.velocities(i, d)));
     }
-    largest[2] = std::max(largest[2], std::fabs(p.masses(i)));
+    largest[2] = std::max(largest[2], magnitude(p.masses(i)));
   }
   const char* what[3] = {"a position", "a velocity", "a mass"};
   const std::string keys = plummer ? "initial_conditions.scale_radius, max_radius, total_mass or solver.G"
                                    : "initial_conditions.radius, total_mass, virial_ratio or solver.G";
   for (int k = 0; k < 3; ++k) {
-    if (!fits_fp32(largest[k])) {
+    if (largest[k] == inf) {
+      throw InputError(cfg.path + ": the " + ic.kind + " initial conditions overflow double (" + what[k] +
+                       " is NaN or infinite); choose smaller " + keys);
+    }
+    if (single && !fits_fp32(largest[k])) {
       throw InputError(cfg.path + ": the " + ic.kind + " initial conditions do not fit in fp32 (" + what[k] +
                        " of " + exact_number(largest[k]) + "); choose smaller " + keys +
                        ", or precision fp64");
@@ -231,27 +238,66 @@ EnergyRow energy_row(long long step, double time, const kfmm::Diagnostics& d, do
 
 /// A run that leaves the range of its precision (a time step, masses or G too large for it) stops with
 /// the keys that set them and the last snapshot to go back to, rather than the solver's message about a
-/// NaN position of some particle. `last_snapshot` < 0: none was written.
+/// NaN position of some particle. `what` says what overflowed; `last_snapshot` < 0: none was written.
 [[noreturn]] void out_of_range(const NBodyConfig& cfg, long long step, const std::string& what,
                                long long last_snapshot) {
   throw InputError(
       cfg.path + ": step " + std::to_string(step) + ": " + what + "; the run left the range of " +
-      cfg.solver.precision + " (smaller masses or solver.G, or a smaller integrator.time_step, " +
-      "keep it finite" +
+      cfg.solver.precision +
+      " (smaller masses or solver.G, or a smaller integrator.time_step, keep it finite" +
       (last_snapshot >= 0 ? "; the last snapshot is step " + std::to_string(last_snapshot) : "") + ")");
 }
 
-/// The diagnostics of `engine`, refused by out_of_range when the energy is not finite.
+/// Index of the first particle of `p` whose position or velocity is NaN or infinite, or -1.
+int first_non_finite_particle(const kfmm::HostParticles& p) {
+  for (int i = 0; i < p.size(); ++i) {
+    for (int c = 0; c < 3; ++c) {
+      if (!std::isfinite(p.positions(i, c)) || !std::isfinite(p.velocities(i, c))) return i;
+    }
+  }
+  return -1;
+}
+
+/// The diagnostics of `engine`. An energy beyond double's range (the log could not record it) is
+/// refused: with non-finite particles as out_of_range, else naming the masses and G that set it.
 kfmm::Diagnostics finite_diagnostics(Engine& engine, const NBodyConfig& cfg, long long step,
                                      long long last_snapshot) {
   const kfmm::Diagnostics d = engine.diagnostics();
-  if (!std::isfinite(d.kinetic) || !std::isfinite(d.potential) || !std::isfinite(d.total)) {
-    char what[160];
-    std::snprintf(what, sizeof what, "the energy is not finite (kinetic %g, potential %g)", d.kinetic,
-                  d.potential);
-    out_of_range(cfg, step, what, last_snapshot);
+  if (std::isfinite(d.kinetic) && std::isfinite(d.potential) && std::isfinite(d.total)) return d;
+  kfmm::HostParticles state;
+  engine.store(state);
+  const int bad = first_non_finite_particle(state);
+  if (bad >= 0) {
+    out_of_range(cfg, step, "particle " + std::to_string(bad) + " has a NaN or infinite position or velocity",
+                 last_snapshot);
   }
-  return d;
+  char energy[160];
+  std::snprintf(energy, sizeof energy, "(kinetic %g, potential %g)", d.kinetic, d.potential);
+  throw InputError(cfg.path + ": step " + std::to_string(step) + ": the energy " + energy +
+                   " is beyond double's range, which the energy log cannot record; smaller masses or "
+                   "solver.G keep it finite");
+}
+
+/// Runs one step; a kfmm::Error from it is reported by out_of_range when the particles overflowed
+/// (the solver then refuses their NaN or infinite positions), else with the step it happened at.
+void checked_step(Engine& engine, double dt, const NBodyConfig& cfg, long long step,
+                  long long last_snapshot) {
+  try {
+    engine.step(dt);
+  } catch (const kfmm::Error& e) {
+    kfmm::HostParticles state;
+    engine.store(state);
+    const int bad = first_non_finite_particle(state);
+    if (bad >= 0) {
+      out_of_range(cfg, step,
+                   "particle " + std::to_string(bad) + " has a NaN or infinite position or velocity",
+                   last_snapshot);
+    }
+    std::string message = e.what();
+    const std::string prefix = "kfmm: ";
+    if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
+    throw InputError(cfg.path + ": step " + std::to_string(step) + ": " + message);
+  }
 }
 
 }  // namespace
@@ -423,11 +469,7 @@ int run_nbody(const Arguments& a) {
   Kokkos::Timer step_timer;
   bool stopped = false;
   while (step < steps) {
-    try {
-      engine->step(dt);
-    } catch (const kfmm::Error& e) {
-      out_of_range(cfg, step + 1, e.what(), last_snapshot);
-    }
+    checked_step(*engine, dt, cfg, step + 1, last_snapshot);
     add_stats();
     ++step;
     const double time = step * dt;

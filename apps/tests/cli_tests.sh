@@ -375,9 +375,18 @@ EOF
     write_config c.yaml 10 && sed -i 's/  time_step: 0.01/  time_step: 1e308/' c.yaml
     run 1 nbody --config c.yaml --no-progress
     expect_err "c.yaml: step 1: .*the run left the range of fp64 \(smaller masses or solver.G, or a smaller integrator.time_step, keep it finite; the last snapshot is step 0\)"
-    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 3\n  total_mass: 1e300/; s/directory: run/directory: heavy/' c.yaml
+    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 3\n  total_mass: 1e300/' c.yaml
+    run 1 nbody --config c.yaml --dry-run
+    expect_err "c.yaml: the plummer initial conditions overflow double \(a velocity is NaN or infinite\); choose smaller"
+    # finite dynamics whose energy double cannot hold: the log could not record it
+    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 3\n  total_mass: 1e160/; s/  time_step: 0.01/  time_step: 1e-90/; s/directory: run/directory: heavy/' c.yaml
     run 1 nbody --config c.yaml --no-progress
-    expect_err "c.yaml: step 0: the energy is not finite .*the run left the range of fp64 \(.*keep it finite\)$"
+    expect_err "c.yaml: step 0: the energy \(kinetic inf, potential -inf\) is beyond double's range"
+    # numbers that round to 0 are refused; seeds take integral forms of any spelling
+    write_config c.yaml 10 && sed -i 's/  softening: 0.05/  softening: 0.05\n  G: 1e-400/' c.yaml
+    run 1 nbody --config c.yaml --dry-run; expect_err "c.yaml:8: key 'solver.G' = '1e-400' is below the smallest double"
+    write_config c.yaml 10 && sed -i 's/  seed: 3/  seed: 1e5/' c.yaml
+    run 0 nbody --config c.yaml --dry-run; expect_out "is valid"
     ;;
   configs)
     # Every shipped run file is valid (from_file.yaml reads ics.csv from the current folder).

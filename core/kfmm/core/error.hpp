@@ -47,7 +47,8 @@ void require(bool condition, Parts&&... message_parts) {
 /// message ("p2p: G").
 template <class Real>
 void require_finite_constant(double value, const char* label) {
-  require(value == value && value > -1e300 && value < 1e300, label, " = ", value, " must be finite");
+  require(value == value && value > -1e300 && value < 1e300, label, " = ", value,
+          " must be finite with a magnitude below 1e300");
   const double largest = static_cast<double>(std::numeric_limits<Real>::max());
   require(!(value > largest || value < -largest), label, " = ", value, " exceeds the range of ",
           sizeof(Real) == 4 ? "float" : "the real type", " (", largest, ")");

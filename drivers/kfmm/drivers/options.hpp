@@ -59,7 +59,8 @@ struct Options {
   int leaf_size = 0;
   /// Plummer softening length eps >= 0.
   double softening = 0;
-  /// Gravitational constant G (any finite value; use 1 for Laplace/N-body units).
+  /// Gravitational constant G (finite; the Solver takes |G| < 1e300 and, in float, within float's
+  /// range; use 1 for Laplace/N-body units).
   double G = 1;
   /// Precision of the per-particle sums.
   Accumulation accumulation = Accumulation::working;

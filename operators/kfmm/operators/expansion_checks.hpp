@@ -114,7 +114,7 @@ template <class Targets, class Counts>
 struct CountRowsOfTarget {
   Targets targets;
   Counts rows_of;
-  KOKKOS_INLINE_FUNCTION void operator()(int r) const { Kokkos::atomic_increment(&rows_of(targets(r))); }
+  KOKKOS_INLINE_FUNCTION void operator()(int r) const { Kokkos::atomic_add(&rows_of(targets(r)), 1); }
 };
 
 /// A node that is the target of more than one row.
@@ -124,20 +124,21 @@ struct TargetIsRepeated {
   KOKKOS_INLINE_FUNCTION bool operator()(int i) const { return rows_of(i) > 1; }
 };
 
-/// Throws unless every row's target of `list` is a node id in [0, num_nodes) that no other row targets
-/// (InteractionList's contract: two rows of one target would add to its outputs from two threads at
-/// once, a race) and, unless `sources_checked_elsewhere`, every source among its first `num_pairs` is a
-/// node id in [0, num_nodes) (one outside is read past the Views). Two reductions and a count per node.
+/// Throws unless no node is the target of two rows of `list` (InteractionList's contract: two rows of one
+/// target would add to its outputs from two threads at once, a race) and, with `check_ids`, every row's
+/// target and every source among its first `num_pairs` is a node id in [0, num_nodes) (one outside is
+/// read or written past the Views; p2p checks its leaves' ids with their particle ranges instead).
+/// Up to three device reductions, each a host round trip, and a count per node.
 template <class ExecutionSpace, class MemorySpace>
 void check_list_nodes(const ExecutionSpace& space, const char* op, const char* name,
                       const InteractionList<MemorySpace>& list, long long num_pairs, int num_nodes,
-                      bool sources_checked_elsewhere = false) {
+                      bool check_ids = true) {
   using Ids = Kokkos::View<int*, MemorySpace>;
   const int rows = list.num_rows();
-  const int bad_targets = count_bad(space, op, rows, IdIsBad<Ids>{list.targets, num_nodes});
-  require(bad_targets == 0, op, ": ", bad_targets, " of the ", rows, " targets of ", name,
-          " are not node ids in [0, ", num_nodes, ")");
-  if (!sources_checked_elsewhere) {
+  if (check_ids) {
+    const int bad_targets = count_bad(space, op, rows, IdIsBad<Ids>{list.targets, num_nodes});
+    require(bad_targets == 0, op, ": ", bad_targets, " of the ", rows, " targets of ", name,
+            " are not node ids in [0, ", num_nodes, ")");
     const int bad_sources =
         count_bad(space, op, static_cast<int>(num_pairs), IdIsBad<Ids>{list.sources, num_nodes});
     require(bad_sources == 0, op, ": ", bad_sources, " of the ", num_pairs, " sources of ", name,
@@ -150,7 +151,8 @@ void check_list_nodes(const ExecutionSpace& space, const char* op, const char* n
                        CountRowsOfTarget<Ids, Kokkos::View<int*, MemorySpace>>{list.targets, rows_of});
   const int repeated =
       count_bad(space, op, num_nodes, TargetIsRepeated<Kokkos::View<int*, MemorySpace>>{rows_of});
-  require(repeated == 0, op, ": ", repeated, " nodes are the target of more than one row of ", name,
+  require(repeated == 0, op, ": ", repeated, repeated == 1 ? " node is" : " nodes are",
+          " the target of more than one row of ", name,
           " (a node's sources belong in one row: two rows would add to its outputs at the same time)");
 }
 

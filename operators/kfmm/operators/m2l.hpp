@@ -95,7 +95,7 @@ void m2l(const ExecutionSpace& space, int order,
   } else {
     require(options.baseline_batch == 0 && !options.baseline_kokkos_kernels,
             "m2l: baseline_batch = ", options.baseline_batch,
-            " and baseline_kokkos_kernels = ", options.baseline_kokkos_kernels,
+            " and baseline_kokkos_kernels = ", options.baseline_kokkos_kernels ? "true" : "false",
             " are options of the baseline lane; the fused lane", chosen, " takes neither");
     require(!detail::is_host_execution_space<ExecutionSpace> || options.team_size > 0 ||
                 options.accumulator == M2LAccumulator::automatic,

@@ -258,12 +258,9 @@ int first_non_finite_particle(const kfmm::HostParticles& p) {
   return -1;
 }
 
-/// The diagnostics of `engine`. An energy beyond double's range (the log could not record it) is
-/// refused: with non-finite particles as out_of_range, else naming the masses and G that set it.
-kfmm::Diagnostics finite_diagnostics(Engine& engine, const NBodyConfig& cfg, long long step,
-                                     long long last_snapshot) {
-  const kfmm::Diagnostics d = engine.diagnostics();
-  if (std::isfinite(d.kinetic) && std::isfinite(d.potential) && std::isfinite(d.total)) return d;
+/// out_of_range when a particle of `engine` has a NaN or infinite position or velocity.
+void refuse_non_finite_particles(const Engine& engine, const NBodyConfig& cfg, long long step,
+                                 long long last_snapshot) {
   kfmm::HostParticles state;
   engine.store(state);
   const int bad = first_non_finite_particle(state);
@@ -271,6 +268,15 @@ kfmm::Diagnostics finite_diagnostics(Engine& engine, const NBodyConfig& cfg, lon
     out_of_range(cfg, step, "particle " + std::to_string(bad) + " has a NaN or infinite position or velocity",
                  last_snapshot);
   }
+}
+
+/// The diagnostics of `engine`. An energy beyond double's range (the log could not record it) is
+/// refused: with non-finite particles as out_of_range, else naming the masses and G that set it.
+kfmm::Diagnostics finite_diagnostics(Engine& engine, const NBodyConfig& cfg, long long step,
+                                     long long last_snapshot) {
+  const kfmm::Diagnostics d = engine.diagnostics();
+  if (std::isfinite(d.kinetic) && std::isfinite(d.potential) && std::isfinite(d.total)) return d;
+  refuse_non_finite_particles(engine, cfg, step, last_snapshot);
   char energy[160];
   std::snprintf(energy, sizeof energy, "(kinetic %g, potential %g)", d.kinetic, d.potential);
   throw InputError(cfg.path + ": step " + std::to_string(step) + ": the energy " + energy +
@@ -285,14 +291,7 @@ void checked_step(Engine& engine, double dt, const NBodyConfig& cfg, long long s
   try {
     engine.step(dt);
   } catch (const kfmm::Error& e) {
-    kfmm::HostParticles state;
-    engine.store(state);
-    const int bad = first_non_finite_particle(state);
-    if (bad >= 0) {
-      out_of_range(cfg, step,
-                   "particle " + std::to_string(bad) + " has a NaN or infinite position or velocity",
-                   last_snapshot);
-    }
+    refuse_non_finite_particles(engine, cfg, step, last_snapshot);
     std::string message = e.what();
     const std::string prefix = "kfmm: ";
     if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());

@@ -601,6 +601,11 @@ TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm
   CHECK_THROWS_WITH(kfmm::p2p(space, dev.list, dev.ranges, f.x, f.m, -1e39, 0.0, f.a, f.phi),
                     Catch::Matchers::ContainsSubstring("p2p: G = -1e+39 exceeds the range of float"));
   kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 1e39, 0.0, d.a, d.phi);
+  // ... and so would a softening whose square is infinite in float (every force zero)
+  CHECK_THROWS_WITH(
+      kfmm::p2p(space, dev.list, dev.ranges, f.x, f.m, 1.0, 2e19, f.a, f.phi),
+      Catch::Matchers::ContainsSubstring("p2p: softening = 2e+19: its square exceeds the range of float"));
+  kfmm::p2p(space, dev.list, dev.ranges, f.x, f.m, 1.0, 1e19, f.a, f.phi);
 }
 
 TEMPLATE_LIST_TEST_CASE(

@@ -124,33 +124,36 @@ struct TargetIsRepeated {
   KOKKOS_INLINE_FUNCTION bool operator()(int i) const { return rows_of(i) > 1; }
 };
 
-/// Throws unless no node is the target of two rows of `list` (InteractionList's contract: two rows of one
-/// target would add to its outputs from two threads at once, a race) and, with `check_ids`, every row's
-/// target and every source among its first `num_pairs` is a node id in [0, num_nodes) (one outside is
-/// read or written past the Views; p2p checks its leaves' ids with their particle ranges instead).
-/// Up to three device reductions, each a host round trip, and a count per node.
+/// Throws unless every row's target of `list` and every source among its first `num_pairs` is a node id
+/// in [0, num_nodes): one outside is read or written past the Views (p2p checks its leaves' ids with
+/// their particle ranges instead, check_leaf_ranges). Two device reductions, each a host round trip.
 template <class ExecutionSpace, class MemorySpace>
-void check_list_nodes(const ExecutionSpace& space, const char* op, const char* name,
-                      const InteractionList<MemorySpace>& list, long long num_pairs, int num_nodes,
-                      bool check_ids = true) {
+void check_list_node_ids(const ExecutionSpace& space, const char* op, const char* name,
+                         const InteractionList<MemorySpace>& list, long long num_pairs, int num_nodes) {
   using Ids = Kokkos::View<int*, MemorySpace>;
   const int rows = list.num_rows();
-  if (check_ids) {
-    const int bad_targets = count_bad(space, op, rows, IdIsBad<Ids>{list.targets, num_nodes});
-    require(bad_targets == 0, op, ": ", bad_targets, " of the ", rows, " targets of ", name,
-            " are not node ids in [0, ", num_nodes, ")");
-    const int bad_sources =
-        count_bad(space, op, static_cast<int>(num_pairs), IdIsBad<Ids>{list.sources, num_nodes});
-    require(bad_sources == 0, op, ": ", bad_sources, " of the ", num_pairs, " sources of ", name,
-            " are not node ids in [0, ", num_nodes, ")");
-  }
+  const int bad_targets = count_bad(space, op, rows, IdIsBad<Ids>{list.targets, num_nodes});
+  require(bad_targets == 0, op, ": ", bad_targets, " of the ", rows, " targets of ", name,
+          " are not node ids in [0, ", num_nodes, ")");
+  const int bad_sources =
+      count_bad(space, op, static_cast<int>(num_pairs), IdIsBad<Ids>{list.sources, num_nodes});
+  require(bad_sources == 0, op, ": ", bad_sources, " of the ", num_pairs, " sources of ", name,
+          " are not node ids in [0, ", num_nodes, ")");
+}
+
+/// Throws unless no node is the target of two rows of `list` (InteractionList's contract: two rows of one
+/// target would add to its outputs from two threads at once, a race). The targets must already be known
+/// to lie in [0, num_nodes). A count per node and one device reduction (a host round trip).
+template <class ExecutionSpace, class MemorySpace>
+void check_one_row_per_target(const ExecutionSpace& space, const char* op, const char* name,
+                              const InteractionList<MemorySpace>& list, int num_nodes) {
+  using Counts = Kokkos::View<int*, MemorySpace>;
+  const int rows = list.num_rows();
   if (rows < 2) return;
-  Kokkos::View<int*, MemorySpace> rows_of(Kokkos::view_alloc(space, "kfmm::check_list_nodes::rows_of"),
-                                          num_nodes);
+  Counts rows_of(Kokkos::view_alloc(space, "kfmm::check_one_row_per_target::rows_of"), num_nodes);
   Kokkos::parallel_for(op, Kokkos::RangePolicy<ExecutionSpace>(space, 0, rows),
-                       CountRowsOfTarget<Ids, Kokkos::View<int*, MemorySpace>>{list.targets, rows_of});
-  const int repeated =
-      count_bad(space, op, num_nodes, TargetIsRepeated<Kokkos::View<int*, MemorySpace>>{rows_of});
+                       CountRowsOfTarget<Counts, Counts>{list.targets, rows_of});
+  const int repeated = count_bad(space, op, num_nodes, TargetIsRepeated<Counts>{rows_of});
   require(repeated == 0, op, ": ", repeated, repeated == 1 ? " node is" : " nodes are",
           " the target of more than one row of ", name,
           " (a node's sources belong in one row: two rows would add to its outputs at the same time)");

@@ -109,8 +109,9 @@ void m2l(const ExecutionSpace& space, int order,
     const long long listed_pairs = far_list.num_pairs();  // one device-to-host copy
     require(static_cast<long long>(far_list.sources.extent(0)) >= listed_pairs, "m2l: far_list.sources has ",
             far_list.sources.extent(0), " entries, fewer than its ", listed_pairs, " pairs");
-    detail::check_list_nodes(space, "m2l", "far_list", far_list, listed_pairs,
-                             static_cast<int>(centres.extent(0)));
+    const int num_nodes = static_cast<int>(centres.extent(0));
+    detail::check_list_node_ids(space, "m2l", "far_list", far_list, listed_pairs, num_nodes);
+    detail::check_one_row_per_target(space, "m2l", "far_list", far_list, num_nodes);
   }
 
   detail::dispatch_static_order_for<ExecutionSpace, Real>(order, [&](auto p) {

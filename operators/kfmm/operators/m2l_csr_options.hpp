@@ -58,8 +58,7 @@ struct M2LOptions {
   /// Check that far_list.offsets start at 0 and never decrease, that far_list.sources holds the list's
   /// last offset of pairs, that every target and source is a node id and that no node is the target of
   /// two rows: four device reductions over the rows, the pairs and the nodes, each a host round trip, and
-  /// one device-to-host copy. A caller
-  /// whose lists come from kfmm::dual_tree_walk may turn it off.
+  /// one device-to-host copy. A caller whose lists come from kfmm::dual_tree_walk may turn it off.
   bool validate = true;
 };
 

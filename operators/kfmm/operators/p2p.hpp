@@ -617,8 +617,8 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
     detail::check_leaf_ranges(space, "p2p: near_list.sources",
                               Kokkos::subview(near_list.sources, std::make_pair(0LL, listed_pairs)), ranges,
                               static_cast<int>(ranges.extent(0)), static_cast<int>(n));
-    detail::check_list_nodes(space, "p2p", "near_list", near_list, listed_pairs,
-                             static_cast<int>(ranges.extent(0)), false);
+    detail::check_one_row_per_target(space, "p2p", "near_list", near_list,
+                                     static_cast<int>(ranges.extent(0)));
   }
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
   // (the kernels hold eps^2 in Real: an infinite one would make every force silently zero)

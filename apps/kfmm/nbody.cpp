@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <limits>
 #include <string>
 #include <vector>
@@ -455,6 +456,7 @@ int run_nbody(const Arguments& a) {
     write_snapshot(join_path(dir, snapshot_name(0)), particles, 0, 0.0, dt, single, run);
     write_energy_log(log_path, log);
   }
+  std::size_t logged_rows = log.size();  // rows on disk (the log is rewritten whole)
   std::printf("solver: %s\n", parameters_line(engine->statistics()).c_str());
   std::printf("tree: %s\n", sizes_line(engine->statistics()).c_str());
   std::fflush(stdout);
@@ -467,8 +469,23 @@ int run_nbody(const Arguments& a) {
   for (const auto& row : log) max_error = std::max(max_error, std::fabs(row[5]));
   Kokkos::Timer step_timer;
   bool stopped = false;
+  // A step that fails leaves the log's rows up to the step before it on disk, for the post-mortem (a
+  // restart drops the rows after its snapshot). The step's own error is the one reported.
+  const auto save_log_after_failure = [&] {
+    if (log.size() <= logged_rows) return;
+    try {
+      write_energy_log(log_path, log);
+    } catch (const std::exception& w) {
+      std::fprintf(stderr, "kfmm nbody: the energy log of the failed run was not written: %s\n", w.what());
+    }
+  };
   while (step < steps) {
-    checked_step(*engine, dt, cfg, step + 1, last_snapshot);
+    try {
+      checked_step(*engine, dt, cfg, step + 1, last_snapshot);
+    } catch (...) {
+      save_log_after_failure();
+      throw;
+    }
     add_stats();
     ++step;
     const double time = step * dt;
@@ -477,7 +494,12 @@ int run_nbody(const Arguments& a) {
     const bool snapshot =
         last || stopped || (cfg.output.snapshot_every > 0 && step % cfg.output.snapshot_every == 0);
     if (last || snapshot || step % cfg.output.log_every == 0) {
-      d = finite_diagnostics(*engine, cfg, step, last_snapshot);
+      try {
+        d = finite_diagnostics(*engine, cfg, step, last_snapshot);
+      } catch (...) {
+        save_log_after_failure();
+        throw;
+      }
       log.push_back(energy_row(step, time, d, e0));
       max_error = std::max(max_error, std::fabs(log.back()[5]));
     }
@@ -485,6 +507,7 @@ int run_nbody(const Arguments& a) {
       engine->store(particles);
       write_snapshot(join_path(dir, snapshot_name(step)), particles, step, time, dt, single, run);
       write_energy_log(log_path, log);
+      logged_rows = log.size();
       last_snapshot = step;
     }
     char note[64];

@@ -168,7 +168,9 @@ const bool registered = [] {
 
 /// The fused M2L over the solver's far list at order p: Plummer (bench_solver's input), kfmm's octree and
 /// walk, multipoles from P2M and M2M; the locals accumulate (the time does not depend on their values).
-template <class Real>
+/// With Validate, as an embedding code calls it by default (M2LOptions::validate: the list checks, their
+/// device reductions and host round trips, timed with the kernel).
+template <class Real, bool Validate = false>
 void bm_m2l_solver_lists(benchmark::State& state) {
   const int order = static_cast<int>(state.range(3));
   Space space;
@@ -186,7 +188,7 @@ void bm_m2l_solver_lists(benchmark::State& state) {
   options.lane = kfmm::M2LLane::fused;
   options.team_size = static_cast<int>(state.range(4));
   options.pairs_per_chunk = static_cast<int>(state.range(5));
-  options.validate = false;  // (as the solver calls it)
+  options.validate = Validate;  // (off: as the solver calls it)
   kfmm::CsrWorkspace<Mem> workspace;
   try {
     const double seconds = kfmm_bench::time_fenced(state, space, [&] {
@@ -215,12 +217,20 @@ void m2l_solver_lists_fp32(benchmark::State& state) {
 void m2l_solver_lists_fp64(benchmark::State& state) {
   bm_m2l_solver_lists<double>(state);
 }
+void m2l_solver_lists_validated_fp32(benchmark::State& state) {
+  bm_m2l_solver_lists<float, true>(state);
+}
 // The goal points of docs/benchmarks.md (perf_tests/sweeps/h200_goals.yaml).
 BENCHMARK(m2l_solver_lists_fp32)->Apply([](benchmark::internal::Benchmark* b) {
   add_solver_cases(b, {{200000, 64, 72, 7}, {1000000, 128, 75, 7}, {10000000, 96, 70, 6}});
 });
 BENCHMARK(m2l_solver_lists_fp64)->Apply([](benchmark::internal::Benchmark* b) {
   add_solver_cases(b, {{1000000, 96, 42, 9}, {200000, 96, 42, 9}});
+});
+// What validate costs (against m2l_solver_lists_fp32 of the same case): the 2e5 and 1e6 goal points.
+BENCHMARK(m2l_solver_lists_validated_fp32)->Apply([](benchmark::internal::Benchmark* b) {
+  kfmm_bench::add_team_chunk_cases(b, {"n", "leaf", "theta100", "p"},
+                                   {{200000, 64, 72, 7}, {1000000, 128, 75, 7}}, {0}, {0});
 });
 
 }  // namespace

@@ -256,8 +256,10 @@ void host_leaves(benchmark::internal::Benchmark* b) {
 BENCHMARK(p2p_fp64_mutual)->Apply(host_leaves);
 BENCHMARK(direct_sum_fp32_inputs)->UseManualTime()->Unit(benchmark::kMillisecond);
 
-/// P2P over the solver's own near list: Plummer (bench_solver's input), kfmm's octree and walk.
-template <class Real>
+/// P2P over the solver's own near list: Plummer (bench_solver's input), kfmm's octree and walk. With
+/// Validate, as an embedding code calls it by default (P2POptions::validate: the list checks, their
+/// device reductions and host round trips, timed with the kernel).
+template <class Real, bool Validate = false>
 void bm_p2p_solver_lists(benchmark::State& state) {
   const int team = static_cast<int>(state.range(3));
   const int per_chunk = static_cast<int>(state.range(4));  // source leaves per chunk (0: the default)
@@ -272,7 +274,7 @@ void bm_p2p_solver_lists(benchmark::State& state) {
   kfmm::P2POptions options;
   options.team_size = team;
   options.leaves_per_chunk = per_chunk;
-  options.validate = false;                              // (as the solver calls it)
+  options.validate = Validate;                           // (off: as the solver calls it)
   options.expected_leaf_size = tree.max_leaf_particles;  // (the solver's hint: team 0 is its choice)
   kfmm::CsrWorkspace<Mem> workspace;
   const double t = kfmm_bench::time_fenced(state, space, [&] {
@@ -323,8 +325,15 @@ void p2p_solver_lists_fp32(benchmark::State& state) {
 void p2p_solver_lists_fp64(benchmark::State& state) {
   bm_p2p_solver_lists<double>(state);
 }
+void p2p_solver_lists_validated_fp32(benchmark::State& state) {
+  bm_p2p_solver_lists<float, true>(state);
+}
 BENCHMARK(p2p_solver_lists_fp32)->Apply(solver_lists);
 BENCHMARK(p2p_solver_lists_fp64)->Apply(solver_lists_fp64);
+// What validate costs (against p2p_solver_lists_fp32 of the same case): the 2e5 and 1e6 goal points.
+BENCHMARK(p2p_solver_lists_validated_fp32)->Apply([](benchmark::internal::Benchmark* b) {
+  add_solver_cases(b, {{200000, 64, 72}, {1000000, 128, 75}}, {0}, {0});
+});
 BENCHMARK(p2p_solver_lists_fp32)
     ->Name("p2p_solver_chunks_fp32")
     ->Apply([](benchmark::internal::Benchmark* b) {

@@ -9,23 +9,37 @@
 
 namespace kfmm_cli {
 
-std::string double_problem(const std::string& text, double& value) {
+NumberProblem parse_number(const std::string& text, double& value) {
   const char* begin = text.c_str();
   char* end = nullptr;
   errno = 0;
   value = std::strtod(begin, &end);
-  if (text.empty() || end == begin || *end != '\0') return "is not a number";
+  if (text.empty() || end == begin || *end != '\0') return NumberProblem::not_a_number;
   // (strtod sets ERANGE for an overflow, which is infinite, and for a result below DBL_MIN: a subnormal
   // is the nearest double and kept, a value that rounds to zero is refused rather than made 0)
-  if (!std::isfinite(value)) return "is not a finite number";
-  if (errno == ERANGE && value == 0) return "is below the smallest double (4.9e-324) and would be 0";
+  if (!std::isfinite(value)) return NumberProblem::not_finite;
+  if (errno == ERANGE && value == 0) return NumberProblem::rounds_to_zero;
+  return NumberProblem::none;
+}
+
+const char* to_string(NumberProblem problem) {
+  switch (problem) {
+    case NumberProblem::none:
+      return "";
+    case NumberProblem::not_a_number:
+      return "is not a number";
+    case NumberProblem::not_finite:
+      return "is not a finite number";
+    case NumberProblem::rounds_to_zero:
+      return "is below the smallest double (4.9e-324) and would be 0";
+  }
   return "";
 }
 
 double parse_double(const std::string& text, const std::string& what) {
   double value = 0;
-  const std::string problem = double_problem(text, value);
-  if (!problem.empty()) throw UsageError(what + ": '" + text + "' " + problem);
+  const NumberProblem problem = parse_number(text, value);
+  if (problem != NumberProblem::none) throw UsageError(what + ": '" + text + "' " + to_string(problem));
   return value;
 }
 

@@ -21,9 +21,13 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Why `text` is not a finite double, e.g. "is not a number" ("" when it is one: then `value` holds it).
-/// A subnormal is accepted as the nearest double; a value that would round to 0 is not.
-std::string double_problem(const std::string& text, double& value);
+/// Why a text is not a finite double (parse_number).
+enum class NumberProblem { none, not_a_number, not_finite, rounds_to_zero };
+/// Parses all of `text` as a double into `value`: NumberProblem::none when it is a finite one. A subnormal
+/// is accepted as the nearest double; a value that would round to 0 is not (rounds_to_zero).
+NumberProblem parse_number(const std::string& text, double& value);
+/// The problem as a message's predicate, e.g. "is not a number" ("" for none).
+const char* to_string(NumberProblem problem);
 /// Parses a double strictly (the whole text, finite); throws UsageError naming `what` otherwise.
 double parse_double(const std::string& text, const std::string& what);
 /// Parses an int strictly; throws UsageError naming `what` otherwise.

@@ -43,9 +43,11 @@ class Reader {
   double real(const YAML::Node& node, const std::string& key) const {
     const std::string text = scalar(node, key, "a number");
     double value = 0;
-    const std::string problem = double_problem(text, value);
-    if (problem.empty()) return value;
-    if (problem.rfind("is below", 0) == 0) fail(node, "key '" + key + "' = '" + text + "' " + problem);
+    const NumberProblem problem = parse_number(text, value);
+    if (problem == NumberProblem::none) return value;
+    if (problem == NumberProblem::rounds_to_zero) {
+      fail(node, "key '" + key + "' = '" + text + "' " + to_string(problem));
+    }
     fail(node, "key '" + key + "' must be a finite number, got '" + text + "'");
   }
 

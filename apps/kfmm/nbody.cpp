@@ -360,6 +360,7 @@ int run_nbody(const Arguments& a) {
   long long first_step = 0;
   double e0 = 0;
   bool restarted = false;
+  std::size_t rows_in_file = 0;  // rows of the energy log on disk
   if (!existing.empty()) {
     const long long latest = existing.back();
     const std::string snap = join_path(dir, snapshot_name(latest));
@@ -412,6 +413,7 @@ int run_nbody(const Arguments& a) {
         for (int c = 0; c < num_energy_columns; ++c) row[c] = t.at(r, t.column(energy_columns[c]));
         if (row[0] <= latest) log.push_back(row);
       }
+      rows_in_file = t.rows();
     }
   } else {
     if (file_exists(log_path)) {  // (an energy log without a snapshot to continue from: not ours to replace)
@@ -455,8 +457,10 @@ int run_nbody(const Arguments& a) {
     log.push_back(energy_row(0, 0.0, d, e0));
     write_snapshot(join_path(dir, snapshot_name(0)), particles, 0, 0.0, dt, single, run);
     write_energy_log(log_path, log);
+    rows_in_file = log.size();
   }
-  std::size_t logged_rows = log.size();  // rows on disk (the log is rewritten whole)
+  // The file holds exactly `log` (a restart's file may hold rows after its snapshot, which it drops).
+  bool log_on_disk = rows_in_file == log.size();
   std::printf("solver: %s\n", parameters_line(engine->statistics()).c_str());
   std::printf("tree: %s\n", sizes_line(engine->statistics()).c_str());
   std::fflush(stdout);
@@ -469,10 +473,10 @@ int run_nbody(const Arguments& a) {
   for (const auto& row : log) max_error = std::max(max_error, std::fabs(row[5]));
   Kokkos::Timer step_timer;
   bool stopped = false;
-  // A step that fails leaves the log's rows up to the step before it on disk, for the post-mortem (a
-  // restart drops the rows after its snapshot). The step's own error is the one reported.
+  // A run that fails leaves the rows logged before the failure on disk, for the post-mortem (a restart
+  // drops those after its snapshot). The failure's own error is the one reported.
   const auto save_log_after_failure = [&] {
-    if (log.size() <= logged_rows) return;
+    if (log_on_disk) return;
     try {
       write_energy_log(log_path, log);
     } catch (const std::exception& w) {
@@ -482,33 +486,29 @@ int run_nbody(const Arguments& a) {
   while (step < steps) {
     try {
       checked_step(*engine, dt, cfg, step + 1, last_snapshot);
+      add_stats();
+      ++step;
+      const double time = step * dt;
+      const bool last = step == steps;
+      stopped = interrupted() && !last;
+      const bool snapshot =
+          last || stopped || (cfg.output.snapshot_every > 0 && step % cfg.output.snapshot_every == 0);
+      if (last || snapshot || step % cfg.output.log_every == 0) {
+        d = finite_diagnostics(*engine, cfg, step, last_snapshot);
+        log.push_back(energy_row(step, time, d, e0));
+        log_on_disk = false;
+        max_error = std::max(max_error, std::fabs(log.back()[5]));
+      }
+      if (snapshot) {
+        engine->store(particles);
+        write_snapshot(join_path(dir, snapshot_name(step)), particles, step, time, dt, single, run);
+        write_energy_log(log_path, log);
+        log_on_disk = true;
+        last_snapshot = step;
+      }
     } catch (...) {
       save_log_after_failure();
       throw;
-    }
-    add_stats();
-    ++step;
-    const double time = step * dt;
-    const bool last = step == steps;
-    stopped = interrupted() && !last;
-    const bool snapshot =
-        last || stopped || (cfg.output.snapshot_every > 0 && step % cfg.output.snapshot_every == 0);
-    if (last || snapshot || step % cfg.output.log_every == 0) {
-      try {
-        d = finite_diagnostics(*engine, cfg, step, last_snapshot);
-      } catch (...) {
-        save_log_after_failure();
-        throw;
-      }
-      log.push_back(energy_row(step, time, d, e0));
-      max_error = std::max(max_error, std::fabs(log.back()[5]));
-    }
-    if (snapshot) {
-      engine->store(particles);
-      write_snapshot(join_path(dir, snapshot_name(step)), particles, step, time, dt, single, run);
-      write_energy_log(log_path, log);
-      logged_rows = log.size();
-      last_snapshot = step;
     }
     char note[64];
     std::snprintf(note, sizeof note, "dE/E %+.2e", log.back()[5]);

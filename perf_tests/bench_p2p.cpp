@@ -307,7 +307,9 @@ void solver_lists(benchmark::internal::Benchmark* b) {
                     {1000000, 64, 75},
                     {200000, 80, 72},
                     {10000000, 80, 70},
-                    {1000000, 128, 75}},
+                    {1000000, 128, 75},
+                    {1000000, 88, 63},  // (near the fp32 tolerance mode's points at 1e-4: p 8, theta
+                    {200000, 80, 63}},  // 0.629, leaf 88 / 80)
                    team_sizes(), {0});
 }
 void solver_lists_fp64(benchmark::internal::Benchmark* b) {
@@ -337,7 +339,10 @@ BENCHMARK(p2p_solver_lists_validated_fp32)->Apply([](benchmark::internal::Benchm
 BENCHMARK(p2p_solver_lists_fp32)
     ->Name("p2p_solver_chunks_fp32")
     ->Apply([](benchmark::internal::Benchmark* b) {
-      add_solver_cases(b, {{1000000, 128, 75}, {10000000, 96, 70}, {200000, 64, 72}}, {0}, chunk_sizes());
+      // (and near the fp32 tolerance mode's points at 1e-4: p 8, theta 0.629, leaf 88 / 80)
+      add_solver_cases(
+          b, {{1000000, 128, 75}, {10000000, 96, 70}, {200000, 64, 72}, {1000000, 88, 63}, {200000, 80, 63}},
+          {0}, chunk_sizes());
     });
 BENCHMARK(p2p_solver_lists_fp64)
     ->Name("p2p_solver_chunks_fp64")

@@ -360,7 +360,9 @@ int run_nbody(const Arguments& a) {
   long long first_step = 0;
   double e0 = 0;
   bool restarted = false;
-  std::size_t rows_in_file = 0;  // rows of the energy log on disk
+  // The energy log on disk holds exactly `log` (a restart's file may also hold rows after its snapshot,
+  // which it drops from `log`).
+  bool log_on_disk = true;
   if (!existing.empty()) {
     const long long latest = existing.back();
     const std::string snap = join_path(dir, snapshot_name(latest));
@@ -413,7 +415,7 @@ int run_nbody(const Arguments& a) {
         for (int c = 0; c < num_energy_columns; ++c) row[c] = t.at(r, t.column(energy_columns[c]));
         if (row[0] <= latest) log.push_back(row);
       }
-      rows_in_file = t.rows();
+      log_on_disk = t.rows() == log.size();
     }
   } else {
     if (file_exists(log_path)) {  // (an energy log without a snapshot to continue from: not ours to replace)
@@ -457,10 +459,7 @@ int run_nbody(const Arguments& a) {
     log.push_back(energy_row(0, 0.0, d, e0));
     write_snapshot(join_path(dir, snapshot_name(0)), particles, 0, 0.0, dt, single, run);
     write_energy_log(log_path, log);
-    rows_in_file = log.size();
   }
-  // The file holds exactly `log` (a restart's file may hold rows after its snapshot, which it drops).
-  bool log_on_disk = rows_in_file == log.size();
   std::printf("solver: %s\n", parameters_line(engine->statistics()).c_str());
   std::printf("tree: %s\n", sizes_line(engine->statistics()).c_str());
   std::fflush(stdout);
@@ -473,16 +472,6 @@ int run_nbody(const Arguments& a) {
   for (const auto& row : log) max_error = std::max(max_error, std::fabs(row[5]));
   Kokkos::Timer step_timer;
   bool stopped = false;
-  // A run that fails leaves the rows logged before the failure on disk, for the post-mortem (a restart
-  // drops those after its snapshot). The failure's own error is the one reported.
-  const auto save_log_after_failure = [&] {
-    if (log_on_disk) return;
-    try {
-      write_energy_log(log_path, log);
-    } catch (const std::exception& w) {
-      std::fprintf(stderr, "kfmm nbody: the energy log of the failed run was not written: %s\n", w.what());
-    }
-  };
   while (step < steps) {
     try {
       checked_step(*engine, dt, cfg, step + 1, last_snapshot);
@@ -507,7 +496,16 @@ int run_nbody(const Arguments& a) {
         last_snapshot = step;
       }
     } catch (...) {
-      save_log_after_failure();
+      // A run that fails leaves the rows logged before the failure on disk, for the post-mortem (a
+      // restart drops those after its snapshot). The failure's own error is the one reported.
+      if (!log_on_disk) {
+        try {
+          write_energy_log(log_path, log);
+        } catch (const std::exception& w) {
+          std::fprintf(stderr, "kfmm nbody: the energy log of the failed run was not written: %s\n",
+                       w.what());
+        }
+      }
       throw;
     }
     char note[64];

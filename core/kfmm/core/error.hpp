@@ -41,6 +41,12 @@ void require(bool condition, Parts&&... message_parts) {
   if (!condition) detail::throw_error(std::forward<Parts>(message_parts)...);
 }
 
+/// The real type's name in messages: "float", else "the real type".
+template <class Real>
+constexpr const char* real_type_name() {
+  return sizeof(Real) == 4 ? "float" : "the real type";
+}
+
 /// Throws kfmm::Error unless the physical constant `value` (G, say) is finite with a magnitude below
 /// 1e300 (G times a sum stays finite in double) and, for a float kernel, within float's range: cast to
 /// float it would be infinite and turn every sum, even 0, into inf or NaN. `label` names it in the
@@ -51,7 +57,7 @@ void require_finite_constant(double value, const char* label) {
           " must be finite with a magnitude below 1e300");
   const double largest = static_cast<double>(std::numeric_limits<Real>::max());
   require(!(value > largest || value < -largest), label, " = ", value, " exceeds the range of ",
-          sizeof(Real) == 4 ? "float" : "the real type", " (", largest, ")");
+          real_type_name<Real>(), " (", largest, ")");
 }
 
 }  // namespace kfmm

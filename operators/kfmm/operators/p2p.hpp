@@ -623,8 +623,7 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
   // (the kernels hold eps^2 in Real: an infinite one would make every force silently zero)
   require(!(softening * softening > static_cast<double>(std::numeric_limits<Real>::max())),
-          "p2p: softening = ", softening, ": its square exceeds the range of ",
-          sizeof(Real) == 4 ? "float" : "the real type");
+          "p2p: softening = ", softening, ": its square exceeds the range of ", real_type_name<Real>());
   require_finite_constant<Real>(G, "p2p: G");
   require(options.leaves_per_chunk >= 0, "p2p: leaves_per_chunk = ", options.leaves_per_chunk,
           " must be >= 0");

@@ -633,18 +633,43 @@ TEMPLATE_LIST_TEST_CASE(
   CHECK_THROWS_WITH(run(late_start), ContainsSubstring("1 of its 3 entries do not"));
   HostList beyond = list;
   beyond.ranges[3] = 7;  // leaf 1 would end at particle 7 of 5: its sums would land beyond the outputs
-  CHECK_THROWS_WITH(run(beyond), ContainsSubstring("p2p: 1 of the 2 listed leaves"));
+  CHECK_THROWS_WITH(run(beyond), ContainsSubstring("p2p: 1 of the 2 targets of near_list are not node ids"));
   HostList unknown_target = list;
   unknown_target.targets[1] = 2;  // no row 2 in ranges
   CHECK_THROWS_WITH(run(unknown_target), ContainsSubstring("not node ids in [0, 2)"));
   HostList unknown_source = list;
   unknown_source.sources[3] = -1;  // would be read before the particles
   CHECK_THROWS_WITH(run(unknown_source),
-                    ContainsSubstring("p2p: near_list.sources: 1 of the 4 listed leaves are not node ids"));
+                    ContainsSubstring("p2p: 1 of the 4 sources of near_list are not node ids"));
   HostList repeated_target = list;
   repeated_target.targets[1] = 0;  // leaf 0's sums written by two rows at once
   CHECK_THROWS_WITH(run(repeated_target),
                     ContainsSubstring("p2p: 1 node is the target of more than one row of near_list"));
+  // The checks run in one device pass (list_checks.hpp): entries of sources beyond the last offset are not
+  // pairs and are not read; a node repeated three times counts once; the counters and row counts kept in a
+  // workspace start from zero in every call, so a refused list leaves no trace in the next call.
+  HostList spare = list;
+  spare.sources.push_back(-7);  // (capacity beyond the 4 pairs)
+  CHECK_NOTHROW(run(spare));
+  const HostList three = all_pairs({1, 1, 1, 1});  // rows of targets 0..3
+  HostList repeated_twice = three;
+  repeated_twice.targets = {2, 2, 2, 3};
+  CHECK_THROWS_WITH(run(repeated_twice),
+                    ContainsSubstring("p2p: 1 node is the target of more than one row of near_list"));
+  repeated_twice.targets = {1, 3, 1, 3};
+  CHECK_THROWS_WITH(run(repeated_twice),
+                    ContainsSubstring("p2p: 2 nodes are the target of more than one row of near_list"));
+  {
+    kfmm::CsrWorkspace<typename Space::memory_space> ws;
+    const auto bad = upload<Space>(repeated_twice);
+    const auto good = upload<Space>(three);
+    const auto p4 = upload<double, Space>(random_particles(4, 2));
+    for (int rep = 0; rep < 2; ++rep) {
+      CHECK_THROWS_AS(kfmm::p2p(space, bad.list, bad.ranges, p4.x, p4.m, 1.0, 0.0, p4.a, p4.phi, {}, ws),
+                      kfmm::Error);
+      CHECK_NOTHROW(kfmm::p2p(space, good.list, good.ranges, p4.x, p4.m, 1.0, 0.0, p4.a, p4.phi, {}, ws));
+    }
+  }
   // Unvalidated (a caller with lists consistent by construction) the checks cost nothing and do not run.
   kfmm::P2POptions trusted;
   trusted.validate = false;

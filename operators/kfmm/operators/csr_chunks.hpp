@@ -385,6 +385,8 @@ struct CsrWorkspace {
   detail::CsrChunks<MemorySpace> chunks;
   Kokkos::View<float*, MemorySpace> partial_float;
   Kokkos::View<double*, MemorySpace> partial_double;
+  /// validate's counters and per-node row counts (list_checks.hpp).
+  Kokkos::View<int*, MemorySpace> list_check;
 
   /// A partial buffer of at least n entries of type T (float or double).
   template <class T>

@@ -7,12 +7,12 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <string>
 #include <type_traits>
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/expansion_layout.hpp"
-#include "kfmm/core/interaction_list.hpp"
 
 namespace kfmm {
 
@@ -63,101 +63,39 @@ int count_bad(const ExecutionSpace& space, const char* label, int n, const Predi
   return count;
 }
 
-/// A listed leaf that is no node id in [0, num_nodes) or whose particle range leaves [0, num_particles].
+/// A valid node of a far list (m2l): an id in [0, num_nodes). size() is 0: nodes have no bound here.
+struct ValidNodeId {
+  int num_nodes;
+  KOKKOS_INLINE_FUNCTION bool operator()(int q) const { return q >= 0 && q < num_nodes; }
+  KOKKOS_INLINE_FUNCTION int size(int) const { return 0; }
+  std::string describe() const { return "node ids in [0, " + std::to_string(num_nodes) + ")"; }
+};
+
+/// A valid leaf of a near list, P2M or L2P: a node id in [0, num_nodes) whose particle range lies inside
+/// [0, num_particles]; size() is its number of particles.
+template <class Ranges>
+struct ValidLeaf {
+  Ranges ranges;
+  int num_nodes, num_particles;
+  KOKKOS_INLINE_FUNCTION bool operator()(int leaf) const {
+    if (leaf < 0 || leaf >= num_nodes) return false;
+    const int b = ranges(leaf, 0), e = ranges(leaf, 1);
+    return b >= 0 && b <= e && e <= num_particles;
+  }
+  KOKKOS_INLINE_FUNCTION int size(int leaf) const { return ranges(leaf, 1) - ranges(leaf, 0); }
+  std::string describe() const {
+    return "node ids in [0, " + std::to_string(num_nodes) + ") with a particle range inside [0, " +
+           std::to_string(num_particles) + "]";
+  }
+};
+
+/// A listed leaf that is no ValidLeaf.
 template <class Leaves, class Ranges>
 struct LeafRangeIsBad {
   Leaves leaves;
-  Ranges ranges;
-  int num_nodes, num_particles;
-  KOKKOS_INLINE_FUNCTION bool operator()(int i) const {
-    const int leaf = leaves(i);
-    if (leaf < 0 || leaf >= num_nodes) return true;
-    const int b = ranges(leaf, 0), e = ranges(leaf, 1);
-    return b < 0 || b > e || e > num_particles;
-  }
+  ValidLeaf<Ranges> valid;
+  KOKKOS_INLINE_FUNCTION bool operator()(int i) const { return !valid(leaves(i)); }
 };
-
-/// A CSR offset that breaks the list's contract: offsets(0) != 0, or offsets(i) < offsets(i - 1).
-template <class Offsets>
-struct OffsetIsBad {
-  Offsets offsets;
-  KOKKOS_INLINE_FUNCTION bool operator()(int i) const {
-    return i == 0 ? offsets(0) != 0 : offsets(i) < offsets(i - 1);
-  }
-};
-
-/// Throws unless the CSR offsets start at 0 and never decrease (one device reduction over the rows):
-/// a decreasing offset would make a row's pair range run backwards, and the kernels index past the
-/// sources (or, in the M2L's baseline lane, past its per-pair row buffer) with it.
-template <class ExecutionSpace, class Offsets>
-void check_list_offsets(const ExecutionSpace& space, const char* op, const char* list,
-                        const Offsets& offsets) {
-  const int entries = static_cast<int>(offsets.extent(0));
-  const int bad = count_bad(space, op, entries, OffsetIsBad<Offsets>{offsets});
-  require(bad == 0, op, ": ", list, ".offsets must start at 0 and never decrease; ", bad, " of its ", entries,
-          " entries do not");
-}
-
-/// A listed id that is no node id in [0, num_nodes).
-template <class Ids>
-struct IdIsBad {
-  Ids ids;
-  int num_nodes;
-  KOKKOS_INLINE_FUNCTION bool operator()(int i) const {
-    const int q = ids(i);
-    return q < 0 || q >= num_nodes;
-  }
-};
-
-/// rows_of(t) += 1 for the target t of every row (targets checked to lie in [0, num_nodes) first).
-template <class Targets, class Counts>
-struct CountRowsOfTarget {
-  Targets targets;
-  Counts rows_of;
-  KOKKOS_INLINE_FUNCTION void operator()(int r) const { Kokkos::atomic_add(&rows_of(targets(r)), 1); }
-};
-
-/// A node that is the target of more than one row.
-template <class Counts>
-struct TargetIsRepeated {
-  Counts rows_of;
-  KOKKOS_INLINE_FUNCTION bool operator()(int i) const { return rows_of(i) > 1; }
-};
-
-/// Throws unless every row's target of `list` and every source among its first `num_pairs` is a node id
-/// in [0, num_nodes): one outside is read or written past the Views (p2p checks its leaves' ids with
-/// their particle ranges instead, check_leaf_ranges). Two device reductions, each a host round trip.
-template <class ExecutionSpace, class MemorySpace>
-void check_list_node_ids(const ExecutionSpace& space, const char* op, const char* name,
-                         const InteractionList<MemorySpace>& list, long long num_pairs, int num_nodes) {
-  using Ids = Kokkos::View<int*, MemorySpace>;
-  const int rows = list.num_rows();
-  const int bad_targets = count_bad(space, op, rows, IdIsBad<Ids>{list.targets, num_nodes});
-  require(bad_targets == 0, op, ": ", bad_targets, " of the ", rows, " targets of ", name,
-          " are not node ids in [0, ", num_nodes, ")");
-  const int bad_sources =
-      count_bad(space, op, static_cast<int>(num_pairs), IdIsBad<Ids>{list.sources, num_nodes});
-  require(bad_sources == 0, op, ": ", bad_sources, " of the ", num_pairs, " sources of ", name,
-          " are not node ids in [0, ", num_nodes, ")");
-}
-
-/// Throws unless no node is the target of two rows of `list` (InteractionList's contract: two rows of one
-/// target would add to its outputs from two threads at once, a race). The targets must already be known
-/// to lie in [0, num_nodes). A count per node and one device reduction (a host round trip).
-template <class ExecutionSpace, class MemorySpace>
-void check_one_row_per_target(const ExecutionSpace& space, const char* op, const char* name,
-                              const InteractionList<MemorySpace>& list, int num_nodes) {
-  using Counts = Kokkos::View<int*, MemorySpace>;
-  const int rows = list.num_rows();
-  if (rows < 2) return;
-  Counts rows_of(Kokkos::view_alloc(space, "kfmm::check_one_row_per_target::rows_of"), num_nodes);
-  Kokkos::parallel_for(op, Kokkos::RangePolicy<ExecutionSpace>(space, 0, rows),
-                       CountRowsOfTarget<Counts, Counts>{list.targets, rows_of});
-  const int repeated = count_bad(space, op, num_nodes, TargetIsRepeated<Counts>{rows_of});
-  require(repeated == 0, op, ": ", repeated, repeated == 1 ? " node is" : " nodes are",
-          " the target of more than one row of ", name,
-          " (a node's sources belong in one row: two rows would add to its outputs at the same time)");
-}
 
 /// A listed parent that is no node id in [0, num_nodes) or whose children leave [0, num_nodes) (M2M).
 template <class Parents, class FirstChild, class NumChildren>
@@ -188,16 +126,15 @@ struct ChildIsBad {
   }
 };
 
-/// Throws unless every listed leaf is a node id in [0, num_nodes) whose particle range lies inside
-/// [0, num_particles] (one device reduction). Shared by P2M and L2P, which read the same leaf ranges.
+/// Throws unless every listed leaf is a ValidLeaf (one device reduction). Shared by P2M and L2P, which
+/// read the same leaf ranges.
 template <class ExecutionSpace, class Leaves, class Ranges>
 void check_leaf_ranges(const ExecutionSpace& space, const char* op, const Leaves& leaves,
                        const Ranges& ranges, int num_nodes, int num_particles) {
   const int num_leaves = static_cast<int>(leaves.extent(0));
-  const int bad = count_bad(space, op, num_leaves,
-                            LeafRangeIsBad<Leaves, Ranges>{leaves, ranges, num_nodes, num_particles});
-  require(bad == 0, op, ": ", bad, " of the ", num_leaves, " listed leaves are not node ids in [0, ",
-          num_nodes, ") with a particle range inside [0, ", num_particles, "]");
+  const ValidLeaf<Ranges> valid{ranges, num_nodes, num_particles};
+  const int bad = count_bad(space, op, num_leaves, LeafRangeIsBad<Leaves, Ranges>{leaves, valid});
+  require(bad == 0, op, ": ", bad, " of the ", num_leaves, " listed leaves are not ", valid.describe());
 }
 
 /// Team size for a team kernel whose team scratch is `fixed_bytes + per_thread_bytes * team`:

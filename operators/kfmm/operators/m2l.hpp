@@ -22,6 +22,7 @@
 #include "kfmm/core/expansion_layout.hpp"
 #include "kfmm/core/interaction_list.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
+#include "kfmm/operators/list_checks.hpp"
 #include "kfmm/operators/m2l_baseline.hpp"
 #include "kfmm/operators/m2l_csr_options.hpp"
 #include "kfmm/operators/m2l_fused.hpp"
@@ -105,13 +106,9 @@ void m2l(const ExecutionSpace& space, int order,
   }
   if (far_list.num_rows() == 0) return;
   if (options.validate) {
-    detail::check_list_offsets(space, "m2l", "far_list", far_list.offsets);
-    const long long listed_pairs = far_list.num_pairs();  // one device-to-host copy
-    require(static_cast<long long>(far_list.sources.extent(0)) >= listed_pairs, "m2l: far_list.sources has ",
-            far_list.sources.extent(0), " entries, fewer than its ", listed_pairs, " pairs");
-    const int num_nodes = static_cast<int>(centres.extent(0));
-    detail::check_list_node_ids(space, "m2l", "far_list", far_list, listed_pairs, num_nodes);
-    detail::check_one_row_per_target(space, "m2l", "far_list", far_list, num_nodes);
+    detail::check_interaction_list(space, "m2l", "far_list", far_list,
+                                   detail::ValidNodeId{static_cast<int>(centres.extent(0))}, 0,
+                                   workspace.list_check);
   }
 
   detail::dispatch_static_order_for<ExecutionSpace, Real>(order, [&](auto p) {

@@ -57,8 +57,8 @@ struct M2LOptions {
   bool baseline_kokkos_kernels = false;
   /// Check that far_list.offsets start at 0 and never decrease, that far_list.sources holds the list's
   /// last offset of pairs, that every target and source is a node id and that no node is the target of
-  /// two rows: four device reductions over the rows, the pairs and the nodes, each a host round trip, and
-  /// one device-to-host copy. A caller whose lists come from kfmm::dual_tree_walk may turn it off.
+  /// two rows: one device pass over the rows and the pairs and one host round trip (list_checks.hpp; the
+  /// counters live in the workspace). A caller whose lists come from kfmm::dual_tree_walk may turn it off.
   bool validate = true;
 };
 

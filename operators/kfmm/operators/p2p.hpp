@@ -34,6 +34,7 @@
 #include "kfmm/core/particle_types.hpp"
 #include "kfmm/operators/csr_chunks.hpp"
 #include "kfmm/operators/expansion_checks.hpp"
+#include "kfmm/operators/list_checks.hpp"
 #include "kfmm/operators/p2p_mutual.hpp"
 #include "kfmm/operators/p2p_pair.hpp"
 
@@ -77,9 +78,10 @@ struct P2POptions {
   int expected_leaf_size = 0;
   /// Check that near_list.offsets start at 0 and never decrease, that near_list.sources holds the list's
   /// last offset of pairs, that every target and source leaf is a row of `ranges` with a particle range
-  /// inside [0, N] and that no leaf is the target of two rows (four device reductions over the rows, the
-  /// pairs and the leaves, each a host round trip, and a device-to-host copy); with `mutual`, also that the
-  /// list is symmetric (O(sum of squared row lengths) on the host). A caller whose lists come from
+  /// inside [0, N], that no leaf is the target of two rows and that no target leaf exceeds a given
+  /// max_target_particles: one device pass over the rows and the pairs and one host round trip
+  /// (list_checks.hpp; the counters live in the workspace); with `mutual`, also that the list is
+  /// symmetric (O(sum of squared row lengths) on the host). A caller whose lists come from
   /// kfmm::dual_tree_walk may turn it off.
   bool validate = true;
 };
@@ -428,31 +430,6 @@ struct P2PTeamKernel {
   }
 };
 
-/// The most particles of a target leaf of `list` (ranges(leaf, 1) - ranges(leaf, 0)); a host round trip.
-template <class MemorySpace, class RangesView>
-struct LargestTargetLeaf {
-  Kokkos::View<const int*, MemorySpace> targets;
-  RangesView ranges;
-  KOKKOS_INLINE_FUNCTION void operator()(const int r, int& largest) const {
-    const int leaf = targets(r);
-    const int count = ranges(leaf, 1) - ranges(leaf, 0);
-    largest = count > largest ? count : largest;
-  }
-};
-
-template <class ExecutionSpace, class RangesView>
-int largest_target_leaf(const ExecutionSpace& space,
-                        const InteractionList<typename ExecutionSpace::memory_space>& list,
-                        const RangesView& ranges) {
-  using Mem = typename ExecutionSpace::memory_space;
-  int largest = 0;
-  if (list.num_rows() == 0) return largest;
-  Kokkos::parallel_reduce(
-      "kfmm::p2p::largest_target_leaf", Kokkos::RangePolicy<ExecutionSpace>(space, 0, list.num_rows()),
-      LargestTargetLeaf<Mem, RangesView>{list.targets, ranges}, Kokkos::Max<int>(largest));
-  return largest;  // (a reduction into a host scalar returns once the value is there)
-}
-
 template <class ExecutionSpace, class Real, class Acc, class PosView, class MassView, class AccView,
           class PotView>
 void p2p_impl(const ExecutionSpace& space,
@@ -603,23 +580,6 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   require(ranges.extent(1) == 2, "p2p: ranges must have 2 columns");
   require(near_list.offsets.extent(0) == near_list.targets.extent(0) + 1, "p2p: near_list.offsets has ",
           near_list.offsets.extent(0), " entries, expected rows + 1 = ", near_list.targets.extent(0) + 1);
-  if (options.validate) {
-    detail::check_list_offsets(space, "p2p", "near_list", near_list.offsets);
-    const long long listed_pairs = near_list.num_pairs();  // one device-to-host copy
-    require(static_cast<long long>(near_list.sources.extent(0)) >= listed_pairs,
-            "p2p: near_list.sources has ", near_list.sources.extent(0), " entries, fewer than its ",
-            listed_pairs, " pairs");
-    // The target leaves' ranges say where the sums are written: one reduction over the rows.
-    require(n <= static_cast<size_t>(INT_MAX), "p2p: ", n, " particles exceed the int index range");
-    detail::check_leaf_ranges(space, "p2p", near_list.targets, ranges, static_cast<int>(ranges.extent(0)),
-                              static_cast<int>(n));
-    // ... and the source leaves' ranges what is read; a target of two rows would be written twice at once.
-    detail::check_leaf_ranges(space, "p2p: near_list.sources",
-                              Kokkos::subview(near_list.sources, std::make_pair(0LL, listed_pairs)), ranges,
-                              static_cast<int>(ranges.extent(0)), static_cast<int>(n));
-    detail::check_one_row_per_target(space, "p2p", "near_list", near_list,
-                                     static_cast<int>(ranges.extent(0)));
-  }
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
   // (the kernels hold eps^2 in Real: an infinite one would make every force silently zero)
   require(!(softening * softening > static_cast<double>(std::numeric_limits<Real>::max())),
@@ -632,11 +592,16 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
           " must be >= 0 (0: unknown)");
   require(options.max_target_particles >= 0, "p2p: max_target_particles = ", options.max_target_particles,
           " must be >= 0 (0: unknown)");
-  if (options.validate && options.max_target_particles > 0) {
-    const int largest = detail::largest_target_leaf(space, near_list, ranges);  // (a host round trip)
-    require(largest <= options.max_target_particles,
-            "p2p: max_target_particles = ", options.max_target_particles,
-            " but a target leaf of near_list holds ", largest, " particles");
+  if (options.validate) {
+    // Target leaves' ranges say where the sums are written, source leaves' what is read; a target of two
+    // rows would be written twice at once.
+    require(n <= static_cast<size_t>(INT_MAX), "p2p: ", n, " particles exceed the int index range");
+    const detail::ValidLeaf<RangesView> valid{ranges, static_cast<int>(ranges.extent(0)),
+                                              static_cast<int>(n)};
+    const auto checked = detail::check_interaction_list(space, "p2p", "near_list", near_list, valid,
+                                                        options.max_target_particles, workspace.list_check);
+    require(checked.largest_over_bound == 0, "p2p: max_target_particles = ", options.max_target_particles,
+            " but a target leaf of near_list holds ", checked.largest_over_bound, " particles");
   }
   require(!options.mutual || detail::is_host_execution_space<ExecutionSpace>,
           "p2p: mutual = true runs on host backends only (GPU threads would race on the source leaves)");

@@ -498,6 +498,7 @@ int run_nbody(const Arguments& a) {
     } catch (...) {
       // A run that fails leaves the rows logged before the failure on disk, for the post-mortem (a
       // restart drops those after its snapshot). The failure's own error is the one reported.
+      bar.stop();
       if (!log_on_disk) {
         try {
           write_energy_log(log_path, log);

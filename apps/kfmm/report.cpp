@@ -98,7 +98,12 @@ ProgressBar::ProgressBar(std::string label, long long total, bool enabled)
       last_draw_(start_) {}
 
 ProgressBar::~ProgressBar() {
-  if (enabled_ && !finished_ && tty_) std::fputc('\n', stderr);
+  stop();
+}
+
+void ProgressBar::stop() {
+  if (enabled_ && !finished_ && tty_ && drawn_) std::fputc('\n', stderr);
+  finished_ = true;
 }
 
 void ProgressBar::update(long long done, const std::string& note) {
@@ -136,6 +141,7 @@ void ProgressBar::draw(long long done, const std::string& note, bool force) {
                 format_seconds(eta).c_str());
   if (tty_) {
     std::fprintf(stderr, "\r%s%s%s\x1b[K", text, note.empty() ? "" : ", ", note.c_str());
+    drawn_ = true;
   } else {
     std::fprintf(stderr, "%s%s%s\n", text, note.empty() ? "" : ", ", note.c_str());
   }

@@ -33,12 +33,15 @@ class ProgressBar {
   void update(long long done, const std::string& note = "");
   /// Ends the bar (a final redraw and a newline).
   void finish(const std::string& note = "");
+  /// Ends the bar where it stands (a newline on a terminal, no redraw): what a failed run prints next
+  /// starts on its own line.
+  void stop();
 
  private:
   void draw(long long done, const std::string& note, bool force);
   std::string label_;
   long long total_;
-  bool enabled_, tty_, finished_ = false;
+  bool enabled_, tty_, finished_ = false, drawn_ = false;
   int last_decile_ = -1;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };

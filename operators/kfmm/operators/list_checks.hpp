@@ -2,9 +2,9 @@
 /// What a CSR operator (m2l, p2p) checks of an InteractionList before its kernels read it, with
 /// `validate` on: offsets that start at 0 and never decrease, at least as many sources as pairs, targets
 /// and sources that are valid nodes (ValidNodeId for m2l, ValidLeaf for p2p), one row per target, and
-/// optionally a bound on the target nodes' sizes. All of it is one device pass and one host round trip:
-/// on a GPU each round trip costs ~10-20 us, and separate checks (five round trips and an allocation)
-/// cost validated calls ~0.1 ms each (docs/kernels.md, "What validate costs").
+/// optionally a bound on the target nodes' sizes. All of it is one device pass and one host round trip
+/// (~27 us on an H100 whatever the list's length); the separate checks before, four or five round trips
+/// and an allocation, cost validated calls 0.10-0.15 ms (docs/kernels.md, "Deviations and open points").
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -13,8 +13,10 @@
 #include <string>
 
 #include "kfmm/core/error.hpp"
+#include "kfmm/core/execution_space.hpp"
 #include "kfmm/core/host_copy.hpp"
 #include "kfmm/core/interaction_list.hpp"
+#include "kfmm/core/kokkos_compat.hpp"
 #include "kfmm/core/view_capacity.hpp"
 
 namespace kfmm::detail {
@@ -31,21 +33,25 @@ enum ListCheckSlot : int {
   list_check_slots
 };
 
-/// One thread per index i in [0, max(rows + 1, listed source entries)): offset entry i and row i's
-/// target (i <= rows, i < rows), source entry i (i < offsets(rows)). Counters are added atomically only
-/// when something is wrong, so a consistent list costs no contention. A node counted twice in
-/// `rows_of` is repeated: the thread that lifts its count from 1 to 2 counts it, once per node.
-template <class MemorySpace, class ValidNode>
+/// Index i in [0, max(rows + 1, listed source entries)) checks offset entry i and row i's target (i <= rows,
+/// i < rows) and source entry i (i < offsets(rows)). Counters are added atomically only when something is
+/// wrong, so a consistent list costs no contention. A node counted twice in `rows_of` is repeated: the
+/// thread that lifts its count from 1 to 2 counts it, once per node. Each thread takes `per_thread`
+/// indices: on GPUs strided by the thread count (each step a coalesced load, the steps' loads independent,
+/// so a thread has them in flight at once: one index per thread ran at ~10 us per million pairs on an
+/// H100, docs/kernels.md), on host backends consecutive (one stream per thread).
+template <class ExecutionSpace, class ValidNode>
 struct ListCheckPass {
-  Kokkos::View<const int*, MemorySpace> targets, offsets, sources;
-  Kokkos::View<int*, MemorySpace> counts, rows_of;
+  using Mem = typename ExecutionSpace::memory_space;
+  static constexpr int per_thread = 8;
+  Kokkos::View<const int*, Mem> targets, offsets, sources;
+  Kokkos::View<int*, Mem> counts, rows_of;
   ValidNode valid;
-  int rows, source_entries, size_bound;
-  KOKKOS_INLINE_FUNCTION void operator()(int i) const {
-    if (i <= rows) {
-      if (i == 0 ? offsets(0) != 0 : offsets(i) < offsets(i - 1)) Kokkos::atomic_add(&counts(bad_offsets), 1);
-      if (i == 0) counts(last_offset) = offsets(rows);
-    }
+  int rows, source_entries, size_bound, threads;
+
+  KOKKOS_INLINE_FUNCTION void check(int i, int last) const {
+    if (i <= rows && (i == 0 ? offsets(0) != 0 : offsets(i) < offsets(i - 1)))
+      Kokkos::atomic_add(&counts(bad_offsets), 1);
     if (i < rows) {
       const int t = targets(i);
       if (!valid(t)) {
@@ -56,8 +62,19 @@ struct ListCheckPass {
         if (size > size_bound) Kokkos::atomic_fetch_max(&counts(largest_over_bound), size);
       }
     }
-    if (i < source_entries && i < offsets(rows) && !valid(sources(i)))
-      Kokkos::atomic_add(&counts(bad_sources), 1);
+    if (i < source_entries && i < last && !valid(sources(i))) Kokkos::atomic_add(&counts(bad_sources), 1);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(int t) const {
+    const int last = offsets(rows);
+    if (t == 0) counts(last_offset) = last;
+    const int end = rows + 1 > source_entries ? rows + 1 : source_entries;
+    KFMM_PRAGMA_UNROLL
+    for (int k = 0; k < per_thread; ++k) {
+      const long long i = is_host_execution_space<ExecutionSpace> ? static_cast<long long>(t) * per_thread + k
+                                                                  : t + static_cast<long long>(k) * threads;
+      if (i < end) check(static_cast<int>(i), last);
+    }
   }
 };
 
@@ -78,7 +95,6 @@ ListCheck check_interaction_list(const ExecutionSpace& space, const char* op, co
                                  const InteractionList<typename ExecutionSpace::memory_space>& list,
                                  const ValidNode& valid, int size_bound,
                                  Kokkos::View<int*, typename ExecutionSpace::memory_space>& scratch) {
-  using Mem = typename ExecutionSpace::memory_space;
   const int rows = list.num_rows();
   const int entries = rows + 1;
   const long long listed = static_cast<long long>(list.sources.extent(0));
@@ -87,7 +103,11 @@ ListCheck check_interaction_list(const ExecutionSpace& space, const char* op, co
                    "kfmm::list_checks::scratch");
   const auto used = Kokkos::subview(scratch, Kokkos::make_pair(0, list_check_slots + valid.num_nodes));
   Kokkos::deep_copy(space, used, 0);
-  ListCheckPass<Mem, ValidNode> pass{
+  using Pass = ListCheckPass<ExecutionSpace, ValidNode>;
+  const int end = entries > source_entries ? entries : source_entries;
+  const int threads =
+      static_cast<int>((static_cast<long long>(end) + Pass::per_thread - 1) / Pass::per_thread);
+  Pass pass{
       list.targets,
       list.offsets,
       list.sources,
@@ -96,10 +116,9 @@ ListCheck check_interaction_list(const ExecutionSpace& space, const char* op, co
       valid,
       rows,
       source_entries,
-      size_bound > 0 ? size_bound : INT_MAX};
-  Kokkos::parallel_for(
-      op, Kokkos::RangePolicy<ExecutionSpace>(space, 0, entries > source_entries ? entries : source_entries),
-      pass);
+      size_bound > 0 ? size_bound : INT_MAX,
+      threads};
+  Kokkos::parallel_for(op, Kokkos::RangePolicy<ExecutionSpace>(space, 0, threads), pass);
   int c[list_check_slots];
   copy_to_host(space, c, scratch, list_check_slots);
 
@@ -108,10 +127,12 @@ ListCheck check_interaction_list(const ExecutionSpace& space, const char* op, co
   const long long pairs = c[last_offset];
   require(listed >= pairs, op, ": ", name, ".sources has ", listed, " entries, fewer than its ", pairs,
           " pairs");
-  require(c[bad_targets] == 0, op, ": ", c[bad_targets], " of the ", rows, " targets of ", name, " are not ",
-          valid.describe());
-  require(c[bad_sources] == 0, op, ": ", c[bad_sources], " of the ", pairs, " sources of ", name, " are not ",
-          valid.describe());
+  if (c[bad_targets] != 0)
+    throw_error(op, ": ", c[bad_targets], " of the ", rows, " targets of ", name, " are not ",
+                valid.describe());
+  if (c[bad_sources] != 0)
+    throw_error(op, ": ", c[bad_sources], " of the ", pairs, " sources of ", name, " are not ",
+                valid.describe());
   const int repeated = c[repeated_targets];
   require(repeated == 0, op, ": ", repeated, repeated == 1 ? " node is" : " nodes are",
           " the target of more than one row of ", name,

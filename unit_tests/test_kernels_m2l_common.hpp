@@ -459,6 +459,39 @@ void check_refusals() {
     CHECK_THROWS_WITH(kfmm::m2l(space, 4, two_rows({3, 3}, {1, 2}), d.centres, d.multipoles, d.locals, o),
                       ContainsSubstring("m2l: 1 node is the target of more than one row of far_list"));
     CHECK_NOTHROW(kfmm::m2l(space, 4, two_rows({3, 4}, {1, 2}), d.centres, d.multipoles, d.locals, o));
+    // fewer sources than the last offset says: refused before any kernel reads past them
+    kfmm::InteractionList<Mem> short_sources = two_rows({3, 4}, {1, 2});
+    short_sources.sources = kfmm_test::device_ints<Mem>({1}, "sources");
+    CHECK_THROWS_WITH(kfmm::m2l(space, 4, short_sources, d.centres, d.multipoles, d.locals, o),
+                      ContainsSubstring("m2l: far_list.sources has 1 entries, fewer than its 2 pairs"));
+  }
+  // A list of 12,000 pairs (one row per node, list_checks.hpp's pass: eight indices a thread, strided by the
+  // thread count on GPUs): one bad source near its end, then one repeated target at its end, are found.
+  {
+    using Catch::Matchers::ContainsSubstring;
+    std::vector<int> targets, offsets{0}, sources;
+    const int per_row = (12000 + nodes - 1) / nodes;
+    for (int t = 0; t < nodes; ++t) {
+      targets.push_back(t);
+      for (int k = 0; k < per_row; ++k) sources.push_back((t + 1 + k) % nodes);
+      offsets.push_back(static_cast<int>(sources.size()));
+    }
+    const auto list_of = [&](const std::vector<int>& tg, const std::vector<int>& src) {
+      kfmm::InteractionList<Mem> l;
+      l.targets = kfmm_test::device_ints<Mem>(tg, "targets");
+      l.offsets = kfmm_test::device_ints<Mem>(offsets, "offsets");
+      l.sources = kfmm_test::device_ints<Mem>(src, "sources");
+      return l;
+    };
+    std::vector<int> bad_source = sources;
+    bad_source[bad_source.size() - 3] = nodes;
+    CHECK_THROWS_WITH(
+        kfmm::m2l(space, 4, list_of(targets, bad_source), d.centres, d.multipoles, d.locals),
+        ContainsSubstring("m2l: 1 of the " + std::to_string(sources.size()) + " sources of far_list" + ids));
+    std::vector<int> repeated = targets;
+    repeated.back() = 0;
+    CHECK_THROWS_WITH(kfmm::m2l(space, 4, list_of(repeated, sources), d.centres, d.multipoles, d.locals),
+                      ContainsSubstring("m2l: 1 node is the target of more than one row of far_list"));
   }
   // an empty list and a list with only empty rows do nothing
   kfmm::InteractionList<Mem> empty;

@@ -670,6 +670,29 @@ TEMPLATE_LIST_TEST_CASE(
       CHECK_NOTHROW(kfmm::p2p(space, good.list, good.ranges, p4.x, p4.m, 1.0, 0.0, p4.a, p4.phi, {}, ws));
     }
   }
+  HostList short_sources = list;
+  short_sources.sources.resize(3);  // the last offset says 4 pairs
+  CHECK_THROWS_WITH(run(short_sources),
+                    ContainsSubstring("p2p: near_list.sources has 3 entries, fewer than its 4 pairs"));
+  // 10,000 pairs (the pass takes eight indices a thread, strided by the thread count on GPUs): a bad source
+  // near the end and a repeated target at the end are found, the list itself passes.
+  {
+    const HostList wide = all_pairs(std::vector<int>(100, 1));
+    const auto p100 = upload<double, Space>(random_particles(100, 3));
+    const auto run100 = [&](const HostList& l) {
+      const auto dev100 = upload<Space>(l);
+      kfmm::p2p(space, dev100.list, dev100.ranges, p100.x, p100.m, 1.0, 0.0, p100.a, p100.phi);
+    };
+    CHECK_NOTHROW(run100(wide));
+    HostList bad_source = wide;
+    bad_source.sources[9997] = 100;
+    CHECK_THROWS_WITH(run100(bad_source),
+                      ContainsSubstring("p2p: 1 of the 10000 sources of near_list are not node ids"));
+    HostList repeated_last = wide;
+    repeated_last.targets.back() = 0;
+    CHECK_THROWS_WITH(run100(repeated_last),
+                      ContainsSubstring("p2p: 1 node is the target of more than one row of near_list"));
+  }
   // Unvalidated (a caller with lists consistent by construction) the checks cost nothing and do not run.
   kfmm::P2POptions trusted;
   trusted.validate = false;

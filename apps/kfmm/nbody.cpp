@@ -519,6 +519,8 @@ int run_nbody(const Arguments& a) {
     char note[64];
     std::snprintf(note, sizeof note, "dE/E %+.2e", log.empty() ? 0.0 : log.back()[5]);
     bar.finish(note);
+  } else {
+    bar.stop();  // (the summary below starts on its own line)
   }
   if (first_step == steps) d = d_first;
 

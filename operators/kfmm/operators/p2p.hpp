@@ -16,7 +16,7 @@
 ///   - GPU backends: one team per chunk; the row's source particles are staged through team scratch in
 ///     tiles of packed (x, y, z, m); each thread owns two targets in float, one in double (the threads
 ///     of a team share them in interleaved slices of the tile, reduced in fixed order at the end); the
-///     self leaf is the tail of the row's sources, its tiles masking the diagonal.
+///     self leaf is one extra masked pass over the target leaf.
 ///   - host backends: one thread per chunk; targets in blocks of W lanes against one broadcast source,
 ///     a fixed-trip inner loop the compiler vectorises (needs -fno-math-errno, which kfmm's targets use).
 #pragma once
@@ -240,14 +240,11 @@ struct P2PTeamKernel {
   static size_t scratch_bytes(int team_size, int max_leaves) {
     return sizeof(P2PSource<Real>) * kTileRecords * static_cast<size_t>(team_size) +
            4 * kTargets * sizeof(Acc) * static_cast<size_t>(team_size) +
-           2 * sizeof(int) * (static_cast<size_t>(max_leaves) + 1) + sizeof(int) + 4 * 64;
+           2 * sizeof(int) * (static_cast<size_t>(max_leaves) + 1) + 3 * 64;
   }
 
-  /// Source particle g of the chunk's flattened source order: leaf j holds [prefix[j], prefix[j+1]), and
-  /// the target leaf itself (first particle t0), when the row lists it, the tail [prefix[leaves], ...).
-  KOKKOS_INLINE_FUNCTION P2PSource<Real> fetch(const int* prefix, const int* start, int leaves, int t0,
-                                               int g) const {
-    if (g >= prefix[leaves]) return source(t0 + g - prefix[leaves]);
+  /// Source particle g of the chunk's flattened source order (leaf j holds [prefix[j], prefix[j+1])).
+  KOKKOS_INLINE_FUNCTION P2PSource<Real> fetch(const int* prefix, const int* start, int leaves, int g) const {
     int lo = 0, hi = leaves;  // the leaf j with prefix[j] <= g < prefix[j + 1]
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
@@ -286,56 +283,48 @@ struct P2PTeamKernel {
     Acc* red = static_cast<Acc*>(m.team_shmem().get_shmem_aligned(4 * kTargets * sizeof(Acc) * T, 16));
     int* prefix = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
     int* start = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int) * (max_leaves + 1), 16));
-    int* self_listed = static_cast<int*>(m.team_shmem().get_shmem_aligned(sizeof(int), 16));
     const int leaves = k1 - k0;
-    // Each source leaf's first particle and the exclusive prefix of the leaf sizes. The target's own leaf
-    // counts 0 there: when the row lists it (once or more: its pairs are taken once), it is the tail of
-    // the chunk's sources, whose tiles mask the diagonal (no extra pass over it). A team scan where the
-    // backend allows it (Kokkos' CUDA team scan needs a power-of-two team), else one thread runs the
-    // (<= max_leaves) prefix.
+    // Each source leaf's first particle and the exclusive prefix of the leaf sizes (the target's own
+    // leaf counts 0 here: it is the masked pass below). A team scan where the backend allows it (Kokkos'
+    // CUDA team scan needs a power-of-two team), else one thread runs the (<= max_leaves) prefix.
     const auto leaf_size = [&](const int j) {
       const int sleaf = d.sources(k0 + j);
       return sleaf == tleaf ? 0 : d.ranges(sleaf, 1) - d.ranges(sleaf, 0);
     };
     if ((T & (T - 1)) == 0) {
-      Kokkos::single(Kokkos::PerTeam(m), [&]() { *self_listed = 0; });
-      m.team_barrier();
       Kokkos::parallel_scan(Kokkos::TeamThreadRange(m, leaves), [&](const int j, int& run, const bool final) {
         const int size = leaf_size(j);
         if (final) {
-          const int sleaf = d.sources(k0 + j);
-          start[j] = d.ranges(sleaf, 0);
+          start[j] = d.ranges(d.sources(k0 + j), 0);
           prefix[j] = run;
           if (j == leaves - 1) prefix[leaves] = run + size;
-          if (sleaf == tleaf) *self_listed = 1;  // (every writer writes 1)
         }
         run += size;
       });
     } else {
       Kokkos::single(Kokkos::PerTeam(m), [&]() {
         int run = 0;
-        *self_listed = 0;
         for (int j = 0; j < leaves; ++j) {
-          const int sleaf = d.sources(k0 + j);
-          start[j] = d.ranges(sleaf, 0);
+          start[j] = d.ranges(d.sources(k0 + j), 0);
           prefix[j] = run;
           run += leaf_size(j);
-          if (sleaf == tleaf) *self_listed = 1;
         }
         prefix[leaves] = run;
       });
     }
+    int has_self = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(m, leaves),
+        [&](const int j, int& self) { self += d.sources(k0 + j) == tleaf ? 1 : 0; }, has_self);
     m.team_barrier();
-    const int others = prefix[leaves];
-    targets(m, c, t0, nt, buf, red, prefix, start, leaves, others, others + (*self_listed != 0 ? nt : 0));
+    const int total = prefix[leaves];
+    targets(m, c, t0, nt, buf, red, prefix, start, leaves, total, has_self);
   }
 
-  /// The chunk's work once its sources are indexed: blocks of up to T targets, R = kTargets per thread,
-  /// against the `total` sources of the flattened order, of which [others, total) are the target leaf's own
-  /// (the diagonal masked before the reciprocal square root).
+  /// The chunk's work once its sources are indexed: blocks of up to T targets, R = kTargets per thread.
   KOKKOS_INLINE_FUNCTION void targets(const Member& m, const int c, const int t0, const int nt,
                                       P2PSource<Real>* buf, Acc* red, const int* prefix, const int* start,
-                                      const int leaves, const int others, const int total) const {
+                                      const int leaves, const int total, const int has_self) const {
     constexpr int R = kTargets;
     const int T = m.team_size();
     const int tid = m.team_rank();
@@ -376,7 +365,7 @@ struct P2PTeamKernel {
       const auto prefetch = [&](const int base) {
         for (int j = 0; j < kTileRecords; ++j) {
           const int q = tid + j * T;
-          if (q < tile && base + q < total) next[j] = fetch(prefix, start, leaves, t0, base + q);
+          if (q < tile && base + q < total) next[j] = fetch(prefix, start, leaves, base + q);
         }
       };
       const auto stage = [&](const int base) {
@@ -395,20 +384,28 @@ struct P2PTeamKernel {
         if (base + tile < total) prefetch(base + tile);
         if (active) {
           Real px[R] = {}, py[R] = {}, pz[R] = {}, pp[R] = {};
-          // the tile's [0, split) are other leaves' sources, [split, fill) the target leaf's own
-          const int split = others <= base ? 0 : (others - base < fill ? others - base : fill);
-          p2p_targets_vs_sources<GuardZero, false, R>(xi, yi, zi, buf, s, split, S, d.eps2, none, px, py, pz,
+          p2p_targets_vs_sources<GuardZero, false, R>(xi, yi, zi, buf, s, fill, S, d.eps2, none, px, py, pz,
                                                       pp);
-          if (split < fill) {  // the slice's stride goes on from its first index at or after split
-            for (int q = 0; q < R; ++q) self_at[q] = others + tb + local[q] - base;
-            p2p_targets_vs_sources<GuardZero, true, R>(xi, yi, zi, buf, split + (s + S - split % S) % S, fill,
-                                                       S, d.eps2, self_at, px, py, pz, pp);
-          }
           accumulate(px, py, pz, pp);
         }
         m.team_barrier();
         if (base + tile < total) {
           stage(base + tile);
+          m.team_barrier();
+        }
+      }
+      if (has_self > 0) {  // one extra pass over the own leaf, the diagonal masked before the rsqrt
+        for (int base = 0; base < nt; base += tile) {
+          const int take = (nt - base) < tile ? (nt - base) : tile;
+          for (int q = tid; q < take; q += T) buf[q] = source(t0 + base + q);
+          m.team_barrier();
+          if (active) {
+            for (int q = 0; q < R; ++q) self_at[q] = tb + local[q] - base;
+            Real px[R] = {}, py[R] = {}, pz[R] = {}, pp[R] = {};
+            p2p_targets_vs_sources<GuardZero, true, R>(xi, yi, zi, buf, s, take, S, d.eps2, self_at, px, py,
+                                                       pz, pp);
+            accumulate(px, py, pz, pp);
+          }
           m.team_barrier();
         }
       }

@@ -489,14 +489,12 @@ TEMPLATE_LIST_TEST_CASE("p2p adds and handles coincident points", "[kernels][p2p
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("p2p on sparse random lists with long and empty rows", "[kernels][p2p]",
-                        kfmm_test::ExecutionSpaces) {
-  using Space = TestType;
-  Space space;
+// 60 leaves of 0-39 particles (`sizes`) and a random near list over them: empty rows, leaves without a
+// row, and one very long row (every leaf, twice) that chunks of a few leaves split.
+HostList sparse_list(std::vector<int>& sizes) {
   std::mt19937 gen(3);
-  std::vector<int> sizes;
+  sizes.clear();
   for (int i = 0; i < 60; ++i) sizes.push_back(static_cast<int>(gen() % 40));
-  const int n = total(sizes);
   HostList list = leaves_of_sizes(sizes);
   for (int a = 0; a < 60; ++a) {
     std::vector<int> src;
@@ -511,6 +509,16 @@ TEMPLATE_LIST_TEST_CASE("p2p on sparse random lists with long and empty rows", "
     }
     if (a % 11 != 5) list.row(a, src);  // some leaves have no row at all
   }
+  return list;
+}
+
+TEMPLATE_LIST_TEST_CASE("p2p on sparse random lists with long and empty rows", "[kernels][p2p]",
+                        kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  Space space;
+  std::vector<int> sizes;
+  const HostList list = sparse_list(sizes);
+  const int n = total(sizes);
   auto dev = upload<Space>(list);
   auto p = random_particles(n, 9);
   auto ref = list_reference(p, list, 2.0, 0.0);
@@ -572,6 +580,82 @@ TEMPLATE_LIST_TEST_CASE("p2p on sparse random lists with long and empty rows", "
     kfmm::p2p(space, dev.list, dev.ranges, d.x, d.m, 2.0, 0.0, d.a, d.phi, low, fresh);
     space.fence();
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("p2p_prepare builds the table ahead: the same sums, taken once, by its own list only",
+                        "[kernels][p2p]", kfmm_test::ExecutionSpaces) {
+  using Space = TestType;
+  using Mem = typename Space::memory_space;
+  Space space;
+  std::vector<int> sizes;
+  const HostList list = sparse_list(sizes);
+  const int n = total(sizes);
+  const auto dev = upload<Space>(list);
+  const auto other = upload<Space>(all_pairs(sizes));  // another list over the same leaves
+  const auto p = random_particles(n, 9);
+  const auto other_ref = list_reference(p, all_pairs(sizes), 2.0, 0.0);
+  auto d = upload<double, Space>(p);
+  const auto run = [&](const DeviceProblem<Space>& problem, const kfmm::P2POptions& opt,
+                       kfmm::CsrWorkspace<Mem>& ws) {
+    Kokkos::deep_copy(d.a, 0.0);
+    Kokkos::deep_copy(d.phi, 0.0);
+    kfmm::p2p(space, problem.list, problem.ranges, d.x, d.m, 2.0, 0.0, d.a, d.phi, opt, ws);
+    Kokkos::View<double* [3], Mem> copy("copy", n);
+    Kokkos::deep_copy(copy, d.a);
+    return copy;
+  };
+  for (const int team : {0, team_sizes(space).back()}) {
+    for (const int bound : {0, 40}) {  // (exact totals, a round trip in p2p; capacities from a bound)
+      INFO("team_size = " << team << ", max_target_particles = " << bound);
+      kfmm::P2POptions opt;
+      opt.leaves_per_chunk = 4;  // (the long row is split: partial sums)
+      opt.team_size = team;
+      opt.max_target_particles = bound;
+      kfmm::CsrWorkspace<Mem> fresh;
+      const auto reference = run(dev, opt, fresh);
+      kfmm::CsrWorkspace<Mem> ws;
+      kfmm::p2p_prepare(space, dev.list, dev.ranges, d.x, opt, ws);
+      REQUIRE(ws.prepared.valid);
+      CHECK(ws.chunks.totals_pending == (bound == 0));
+      CHECK(bitwise_equal(run(dev, opt, ws), reference));
+      CHECK_FALSE(ws.prepared.valid);  // (taken)
+      // p2p takes the prepared table as it is: a table changed after p2p_prepare changes the sums (every
+      // chunk emptied), where a table built again would not.
+      kfmm::p2p_prepare(space, dev.list, dev.ranges, d.x, opt, ws);
+      Kokkos::deep_copy(space, ws.chunks.chunk_end, ws.chunks.chunk_begin);
+      CHECK_FALSE(bitwise_equal(run(dev, opt, ws), reference));
+      // Prepared for this list, called for another: that call builds its own table; and a later call
+      // for the first list without a new p2p_prepare builds its own too.
+      kfmm::p2p_prepare(space, dev.list, dev.ranges, d.x, opt, ws);
+      run(other, opt, ws);
+      CHECK_FALSE(ws.prepared.valid);
+      expect_close(d.a, d.phi, other_ref, 1e-13);
+      CHECK(bitwise_equal(run(dev, opt, ws), reference));
+      // Prepared with another chunking (3 source leaves per chunk): not taken by a call with 4.
+      kfmm::P2POptions three = opt;
+      three.leaves_per_chunk = 3;
+      kfmm::p2p_prepare(space, dev.list, dev.ranges, d.x, three, ws);
+      CHECK(bitwise_equal(run(dev, opt, ws), reference));
+    }
+  }
+  kfmm::CsrWorkspace<Mem> ws;
+  if constexpr (kfmm::detail::is_host_execution_space<Space>) {  // (mutual builds no table)
+    kfmm::P2POptions mutual;
+    mutual.mutual = true;
+    kfmm::p2p_prepare(space, other.list, other.ranges, d.x, mutual, ws);  // (all pairs: symmetric)
+    CHECK_FALSE(ws.prepared.valid);
+  }
+  // What p2p refuses, p2p_prepare refuses, naming itself.
+  kfmm::InteractionList<Mem> broken = dev.list;
+  broken.offsets = Kokkos::View<int*, Mem>("offsets", 1);
+  CHECK_THROWS_WITH(kfmm::p2p_prepare(space, broken, dev.ranges, d.x, kfmm::P2POptions(), ws),
+                    Catch::Matchers::ContainsSubstring("p2p_prepare: near_list.offsets has 1 entries"));
+  kfmm::P2POptions low;
+  low.max_target_particles = 1;
+  CHECK_THROWS_WITH(
+      kfmm::p2p_prepare(space, dev.list, dev.ranges, d.x, low, ws),
+      Catch::Matchers::ContainsSubstring("p2p_prepare: max_target_particles = 1 but a target leaf"));
+  CHECK_FALSE(ws.prepared.valid);
 }
 
 TEMPLATE_LIST_TEST_CASE("p2p refuses inconsistent sizes", "[kernels][p2p]", kfmm_test::ExecutionSpaces) {

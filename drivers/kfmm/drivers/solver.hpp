@@ -612,20 +612,36 @@ class Solver {
     const Expansions multipoles =
         Kokkos::subview(multipole_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
     const Expansions locals = Kokkos::subview(local_storage_, std::make_pair(0, num_nodes), Kokkos::ALL());
+    const int p = order_;
+    const auto& t = tree_;
+    const ExpansionOptions trusted = trusted_options();
+    const int top = lists_.top_far_level >= 0 ? lists_.top_far_level : t.num_levels;
+    P2POptions p2p_options;
+    p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
+    p2p_options.deterministic = options_.deterministic;
+    p2p_options.validate = false;                           // (the walk's lists: tested sizes and symmetry)
+    p2p_options.expected_leaf_size = t.max_leaf_particles;  // (picks the GPU team size)
+    // (Not max_target_particles = t.max_leaf_particles: it saves the chunk totals' round trip, 20-30 us
+    // per evaluation on the H200, but sizes the partial buffer for the leaf bound, +23 to +54 bytes per
+    // particle at the goal points and at 1e8: docs/benchmarks.md, thirteenth session.)
+    // Host backends evaluate each near leaf pair once for both leaves (Newton's third law; 1.2x there).
+    p2p_options.mutual = detail::is_host_execution_space<ExecutionSpace>;
+    // The side reads the walk's lists; M2L (main) reads the side's multipoles.
+    const ExecutionSpace side = side_after_main(clock);
+    side_instance_.main_waits_for_side();
+    clock.skip(0);
+    // The P2P's chunk table first, on the side, ready as soon as the walk is done, beside the zero fills and
+    // ahead of the M2L: submitted behind the M2L (at the same priority or lower), the table's kernel
+    // waited for the M2L's last wave and the P2P started 30-40 us after the M2L ended (docs/benchmarks.md,
+    // thirty-second session). Its totals come back in p2p below, once the M2L and L2L are submitted.
+    p2p_prepare(side, lists_.near, t.ranges, t.positions, p2p_options, p2p_workspace_);
     // Both cleared as flat ranges in 16-byte stores (core/kfmm/core/zero_fill.hpp; Kokkos 3.4 fills a 2-D
     // View with a slow 2-D kernel, and a 1-D one a value per thread).
     detail::zero_fill(work_, outputs_sorted_.data(), outputs_sorted_.span());
     detail::zero_fill(work_, locals.data(), locals.span());
     clock.stop(Stage::gather);
-    // The side's P2P reads the lists and adds to the cleared outputs; M2L reads the side's multipoles.
-    const ExecutionSpace side = side_after_main(clock);
-    side_instance_.main_waits_for_side();
-    clock.skip(0);
+    side_instance_.side_waits_for_main();  // (the side's P2P adds to the cleared outputs)
 
-    const int p = order_;
-    const auto& t = tree_;
-    const ExpansionOptions trusted = trusted_options();
-    const int top = lists_.top_far_level >= 0 ? lists_.top_far_level : t.num_levels;
     // Far field: M2L over the far list, then L2L from the root side down (one launch).
     M2LOptions m2l_options;
     m2l_options.lane = options_.m2l_lane;
@@ -637,18 +653,9 @@ class Solver {
     l2l_pass(work_, p, t.level_offsets[std::min(std::max(1, top + 1), t.num_levels)], num_nodes, t.parent,
              t.centres, locals, pass_workspace_, trusted);
     clock.stop(Stage::l2l);
-    // Near field on the side (submitted after M2L and L2L, so that its chunk table's host round trip,
-    // which waits for the side only, overlaps them).
-    P2POptions p2p_options;
-    p2p_options.accumulate_in_double = options_.accumulation == Accumulation::wide;
-    p2p_options.deterministic = options_.deterministic;
-    p2p_options.validate = false;                           // (the walk's lists: tested sizes and symmetry)
-    p2p_options.expected_leaf_size = t.max_leaf_particles;  // (picks the GPU team size)
-    // (Not max_target_particles = t.max_leaf_particles: it saves the chunk totals' round trip, 20-30 us
-    // per evaluation on the H200, but sizes the partial buffer for the leaf bound, +23 to +54 bytes per
-    // particle at the goal points and at 1e8: docs/benchmarks.md, thirteenth session.)
-    // Host backends evaluate each near leaf pair once for both leaves (Newton's third law; 1.2x there).
-    p2p_options.mutual = detail::is_host_execution_space<ExecutionSpace>;
+    // Near field on the side, submitted after M2L and L2L: its table's totals come back (a host round trip
+    // that waits for the side only, whose table was built beside the zero fills), and its kernel's teams
+    // take the SMs as the M2L's last wave leaves them.
     p2p(side, lists_.near, t.ranges, t.positions, masses_sorted, options_.G, options_.softening * scale_,
         acc_sorted, pot_sorted, p2p_options, p2p_workspace_);
     clock.side_stop(Stage::p2p);

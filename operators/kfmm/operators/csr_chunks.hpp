@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <string>
 #include <type_traits>
 
@@ -61,9 +62,35 @@ struct CsrChunks {
   int partial_capacity = 0;                 ///< host: at least totals[1] (the partial buffer's entries)
   int max_per_chunk = 0;
   bool exact = false;  ///< the capacities are the totals (copied back), not bounds
+  /// An exact table whose totals have not come back yet (make_csr_chunks with `defer_totals`): its
+  /// capacities are unusable until finish_csr_chunks.
+  bool totals_pending = false;
   /// Pack the chunk and split-row counts into one scan where the list allows (tests turn it off to run
   /// the three-scan path, which only lists of 2^28 chunks and more need).
   bool pack_scans = true;
+};
+
+/// What a chunk table was built for ahead of its operator call (p2p_prepare): the list's and the leaf
+/// ranges' Views (by address and extent) and the chunking, with a wait for the instance that built it. An
+/// operator call whose key matches takes the table, once; any other call builds its own.
+struct PreparedChunksKey {
+  const void* targets = nullptr;
+  const void* offsets = nullptr;
+  const void* sources = nullptr;
+  const void* ranges = nullptr;
+  std::size_t rows = 0, pairs = 0, leaves = 0;
+  int max_per_chunk = 0;
+  long long max_block = 0;
+  bool operator==(const PreparedChunksKey& o) const {
+    return targets == o.targets && offsets == o.offsets && sources == o.sources && ranges == o.ranges &&
+           rows == o.rows && pairs == o.pairs && leaves == o.leaves && max_per_chunk == o.max_per_chunk &&
+           max_block == o.max_block;
+  }
+};
+struct PreparedChunks {
+  bool valid = false;
+  PreparedChunksKey key;
+  std::function<void()> wait_for_builder;  ///< fences the instance that built the table
 };
 
 /// Tile geometry of the table kernel: host spaces one thread per team over 256 rows; GPUs 256 threads
@@ -216,18 +243,35 @@ CsrChunkTotals csr_chunk_totals(const CsrChunks<MemorySpace>& c) {
   return csr_chunk_totals(typename MemorySpace::execution_space(), c);
 }
 
+/// The exact capacities of a table built with `defer_totals`: its totals' host round trip, which waits
+/// for `space` (the instance that built it) only. Does nothing for a table without pending totals.
+template <class ExecutionSpace, class MemorySpace>
+void finish_csr_chunks(const ExecutionSpace& space, CsrChunks<MemorySpace>& c) {
+  if (!c.totals_pending) return;
+  const CsrChunkTotals totals = csr_chunk_totals(space, c);
+  c.totals_pending = false;
+  require(totals.partial < INT_MAX, "CSR list needs too large a partial buffer (", totals.partial,
+          "+ entries)");
+  c.chunk_capacity = totals.chunks;
+  c.partial_capacity = totals.partial;
+  c.split_capacity = totals.split_rows;
+}
+
 /// Builds the chunk table of `list` into `c`, reusing its arrays where they are long enough: one kernel,
 /// no host round trip when `max_block` > 0 bounds `block_size(r)` (device-callable, r a row index: the
 /// partial-buffer entries one chunk of row r needs, e.g. (p+1)^2 for M2L, 4 x targets for P2P); with
 /// `max_block` = 0, or a partial-buffer bound beyond the int range, the totals are copied back (one round
-/// trip) and the capacities are exact.
+/// trip) and the capacities are exact. With `defer_totals` that round trip is left to finish_csr_chunks,
+/// so that the caller can submit other work while the table is built.
 /// Requires list.offsets(rows) <= list.sources.extent(0) (the pairs), which bounds the chunks.
 template <class ExecutionSpace, class MemorySpace, class BlockSize>
 void make_csr_chunks(const ExecutionSpace& space, const InteractionList<MemorySpace>& list, int max_per_chunk,
-                     const BlockSize& block_size, long long max_block, CsrChunks<MemorySpace>& c) {
+                     const BlockSize& block_size, long long max_block, CsrChunks<MemorySpace>& c,
+                     bool defer_totals = false) {
   require(max_per_chunk >= 1, "CSR chunk size = ", max_per_chunk, " must be at least 1");
   require(max_block >= 0, "CSR chunk block bound = ", max_block, " must be >= 0");
   c.max_per_chunk = max_per_chunk;
+  c.totals_pending = false;
   const int rows = list.num_rows();
   const long long pairs = static_cast<long long>(list.sources.extent(0));
   // Bounds: every chunk holds a pair, and a row of n pairs has ceil(n / m) <= 1 + floor(n / m) chunks;
@@ -279,12 +323,8 @@ void make_csr_chunks(const ExecutionSpace& space, const InteractionList<MemorySp
           .set_scratch_size(0, Kokkos::PerTeam(scans * TileScan<MemorySpace>::scratch_bytes())),
       table);
   if (c.exact) {
-    const CsrChunkTotals totals = csr_chunk_totals(space, c);
-    require(totals.partial < INT_MAX, "CSR list needs too large a partial buffer (", totals.partial,
-            "+ entries)");
-    c.chunk_capacity = totals.chunks;
-    c.partial_capacity = totals.partial;
-    c.split_capacity = totals.split_rows;
+    c.totals_pending = true;
+    if (!defer_totals) finish_csr_chunks(space, c);
   }
 }
 
@@ -387,6 +427,8 @@ struct CsrWorkspace {
   Kokkos::View<double*, MemorySpace> partial_double;
   /// validate's counters and per-node row counts (list_checks.hpp).
   Kokkos::View<int*, MemorySpace> list_check;
+  /// The list whose table `chunks` holds ahead of its operator call (p2p_prepare), if any.
+  detail::PreparedChunks prepared;
 
   /// A partial buffer of at least n entries of type T (float or double).
   template <class T>

@@ -26,6 +26,7 @@
 #include <climits>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "kfmm/core/error.hpp"
 #include "kfmm/core/execution_space.hpp"
@@ -430,6 +431,87 @@ struct P2PTeamKernel {
   }
 };
 
+/// Source leaves per chunk that p2p runs with these options.
+template <class Real, class ExecutionSpace>
+int p2p_leaves_per_chunk(const P2POptions& options) {
+  return options.leaves_per_chunk > 0 ? options.leaves_per_chunk
+                                      : p2p_default_leaves_per_chunk<Real, ExecutionSpace>();
+}
+
+/// The partial-buffer entries of one chunk of row r: 4 sums per particle of its target leaf (with a bound
+/// on those the table needs no host round trip; without one its totals come back and size the partial
+/// buffer exactly).
+template <class MemorySpace>
+struct P2PBlock {
+  Kokkos::View<const int*, MemorySpace> targets;
+  Kokkos::View<const int* [2], MemorySpace> ranges;
+  KOKKOS_INLINE_FUNCTION int operator()(const int r) const {
+    const int leaf = targets(r);
+    return 4 * (ranges(leaf, 1) - ranges(leaf, 0));
+  }
+};
+
+/// What p2p's chunk table depends on (p2p_prepare's handshake with p2p).
+template <class MemorySpace, class RangesView>
+PreparedChunksKey p2p_chunks_key(const InteractionList<MemorySpace>& near_list, const RangesView& ranges,
+                                 int per_chunk, const P2POptions& options) {
+  PreparedChunksKey k;
+  k.targets = near_list.targets.data();
+  k.offsets = near_list.offsets.data();
+  k.sources = near_list.sources.data();
+  k.ranges = ranges.data();
+  k.rows = near_list.targets.extent(0);
+  k.pairs = near_list.sources.extent(0);
+  k.leaves = ranges.extent(0);
+  k.max_per_chunk = per_chunk;
+  k.max_block = 4LL * options.max_target_particles;
+  return k;
+}
+
+/// The checks of the near list, the leaf ranges and the options that p2p and p2p_prepare share
+/// (`n` particles; with options.validate the list pass of list_checks.hpp).
+template <class ExecutionSpace, class RangesView>
+void check_p2p_list(const ExecutionSpace& space, const char* caller,
+                    const InteractionList<typename ExecutionSpace::memory_space>& near_list,
+                    const RangesView& ranges, size_t n, const P2POptions& options,
+                    CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
+  require(ranges.extent(1) == 2, caller, ": ranges must have 2 columns");
+  require(near_list.offsets.extent(0) == near_list.targets.extent(0) + 1, caller, ": near_list.offsets has ",
+          near_list.offsets.extent(0), " entries, expected rows + 1 = ", near_list.targets.extent(0) + 1);
+  require(options.leaves_per_chunk >= 0, caller, ": leaves_per_chunk = ", options.leaves_per_chunk,
+          " must be >= 0");
+  require(options.team_size >= 0, caller, ": team_size = ", options.team_size, " must be >= 0");
+  require(options.expected_leaf_size >= 0, caller, ": expected_leaf_size = ", options.expected_leaf_size,
+          " must be >= 0 (0: unknown)");
+  require(options.max_target_particles >= 0, caller,
+          ": max_target_particles = ", options.max_target_particles, " must be >= 0 (0: unknown)");
+  if (options.validate) {
+    // Target leaves' ranges say where the sums are written, source leaves' what is read; a target of two
+    // rows would be written twice at once.
+    require(n <= static_cast<size_t>(INT_MAX), caller, ": ", n, " particles exceed the int index range");
+    const ValidLeaf<RangesView> valid{ranges, static_cast<int>(ranges.extent(0)), static_cast<int>(n)};
+    const auto checked = check_interaction_list(space, caller, "near_list", near_list, valid,
+                                                options.max_target_particles, workspace.list_check);
+    require(checked.largest_over_bound == 0, caller,
+            ": max_target_particles = ", options.max_target_particles,
+            " but a target leaf of near_list holds ", checked.largest_over_bound, " particles");
+  }
+  require(!options.mutual || is_host_execution_space<ExecutionSpace>, caller,
+          ": mutual = true runs on host backends only (GPU threads would race on the source leaves)");
+  require(!options.mutual || options.team_size == 0, caller,
+          ": mutual = true has no team kernel; team_size = ", options.team_size, " asks for one");
+  require(!options.mutual || (options.leaves_per_chunk == 0 && options.max_target_particles == 0), caller,
+          ": mutual = true evaluates whole rows without chunks or partial sums; leaves_per_chunk = ",
+          options.leaves_per_chunk, " and max_target_particles = ", options.max_target_particles,
+          " must be 0 with it");
+  if (options.mutual && options.validate) {
+    const long long bad = count_asymmetric_pairs(space, near_list, static_cast<int>(ranges.extent(0)));
+    require(bad == 0, caller,
+            ": mutual = true needs a symmetric near list ((A, B) listed as often as (B, A), one row ",
+            "per target leaf); ", bad, " rows or pairs of this one are not");
+  }
+}
+
 template <class ExecutionSpace, class Real, class Acc, class PosView, class MassView, class AccView,
           class PotView>
 void p2p_impl(const ExecutionSpace& space,
@@ -437,7 +519,8 @@ void p2p_impl(const ExecutionSpace& space,
               const Kokkos::View<const int* [2], typename ExecutionSpace::memory_space>& ranges,
               const PosView& positions, const MassView& masses, double G, double softening,
               const AccView& accelerations, const PotView& potentials, const P2POptions& options,
-              CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
+              CsrWorkspace<typename ExecutionSpace::memory_space>& workspace,
+              const PreparedChunks& prepared) {
   using Mem = typename ExecutionSpace::memory_space;
   constexpr bool host = is_host_execution_space<ExecutionSpace>;
   const Real eps2 = static_cast<Real>(softening * softening);
@@ -452,17 +535,17 @@ void p2p_impl(const ExecutionSpace& space,
       return;
     }
   }
-  const int per_chunk = options.leaves_per_chunk > 0 ? options.leaves_per_chunk
-                                                     : p2p_default_leaves_per_chunk<Real, ExecutionSpace>();
+  const int per_chunk = p2p_leaves_per_chunk<Real, ExecutionSpace>(options);
   Kokkos::View<const int* [2], Mem> rng = ranges;
   Kokkos::View<const int*, Mem> tgt = near_list.targets;
-  auto block = KOKKOS_LAMBDA(int r) {
-    const int leaf = tgt(r);
-    return 4 * (rng(leaf, 1) - rng(leaf, 0));
-  };
-  // (The block of a chunk is 4 x its target leaf's particles: with a bound on those the table needs no
-  // host round trip; without one its totals come back and size the partial buffer exactly.)
-  make_csr_chunks(space, near_list, per_chunk, block, 4LL * options.max_target_particles, workspace.chunks);
+  const P2PBlock<Mem> block{tgt, rng};
+  const PreparedChunksKey key = p2p_chunks_key(near_list, ranges, per_chunk, options);
+  if (prepared.valid && prepared.key == key) {  // (p2p_prepare built it)
+    prepared.wait_for_builder();
+    finish_csr_chunks(space, workspace.chunks);
+  } else {
+    make_csr_chunks(space, near_list, per_chunk, block, 4LL * options.max_target_particles, workspace.chunks);
+  }
   const CsrChunks<Mem>& chunks = workspace.chunks;
   if (chunks.chunk_capacity == 0) return;
 
@@ -569,6 +652,8 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
                     Kokkos::SpaceAccessibility<ExecutionSpace, typename AccView::memory_space>::accessible &&
                     Kokkos::SpaceAccessibility<ExecutionSpace, typename PotView::memory_space>::accessible,
                 "kfmm::p2p: Views must be accessible from the execution space");
+  // A table that p2p_prepare built is taken by this call or by none (once).
+  const detail::PreparedChunks prepared = std::exchange(workspace.prepared, detail::PreparedChunks());
   const size_t n = positions.extent(0);
   require(positions.extent(1) == 3, "p2p: positions must have 3 columns, has ", positions.extent(1));
   require(accelerations.extent(1) == 3, "p2p: accelerations must have 3 columns, has ",
@@ -577,56 +662,54 @@ void p2p(const ExecutionSpace& space, const InteractionList<typename ExecutionSp
   require(accelerations.extent(0) == n, "p2p: accelerations has ", accelerations.extent(0),
           " rows, positions ", n);
   require(potentials.extent(0) == n, "p2p: potentials has ", potentials.extent(0), " entries, positions ", n);
-  require(ranges.extent(1) == 2, "p2p: ranges must have 2 columns");
-  require(near_list.offsets.extent(0) == near_list.targets.extent(0) + 1, "p2p: near_list.offsets has ",
-          near_list.offsets.extent(0), " entries, expected rows + 1 = ", near_list.targets.extent(0) + 1);
   require(softening >= 0 && softening < 1e300, "p2p: softening = ", softening, " must be finite and >= 0");
   // (the kernels hold eps^2 in Real: an infinite one would make every force silently zero)
   require(!(softening * softening > static_cast<double>(std::numeric_limits<Real>::max())),
           "p2p: softening = ", softening, ": its square exceeds the range of ", real_type_name<Real>());
   require_finite_constant<Real>(G, "p2p: G");
-  require(options.leaves_per_chunk >= 0, "p2p: leaves_per_chunk = ", options.leaves_per_chunk,
-          " must be >= 0");
-  require(options.team_size >= 0, "p2p: team_size = ", options.team_size, " must be >= 0");
-  require(options.expected_leaf_size >= 0, "p2p: expected_leaf_size = ", options.expected_leaf_size,
-          " must be >= 0 (0: unknown)");
-  require(options.max_target_particles >= 0, "p2p: max_target_particles = ", options.max_target_particles,
-          " must be >= 0 (0: unknown)");
-  if (options.validate) {
-    // Target leaves' ranges say where the sums are written, source leaves' what is read; a target of two
-    // rows would be written twice at once.
-    require(n <= static_cast<size_t>(INT_MAX), "p2p: ", n, " particles exceed the int index range");
-    const detail::ValidLeaf<RangesView> valid{ranges, static_cast<int>(ranges.extent(0)),
-                                              static_cast<int>(n)};
-    const auto checked = detail::check_interaction_list(space, "p2p", "near_list", near_list, valid,
-                                                        options.max_target_particles, workspace.list_check);
-    require(checked.largest_over_bound == 0, "p2p: max_target_particles = ", options.max_target_particles,
-            " but a target leaf of near_list holds ", checked.largest_over_bound, " particles");
-  }
-  require(!options.mutual || detail::is_host_execution_space<ExecutionSpace>,
-          "p2p: mutual = true runs on host backends only (GPU threads would race on the source leaves)");
-  require(!options.mutual || options.team_size == 0,
-          "p2p: mutual = true has no team kernel; team_size = ", options.team_size, " asks for one");
-  require(!options.mutual || (options.leaves_per_chunk == 0 && options.max_target_particles == 0),
-          "p2p: mutual = true evaluates whole rows without chunks or partial sums; leaves_per_chunk = ",
-          options.leaves_per_chunk, " and max_target_particles = ", options.max_target_particles,
-          " must be 0 with it");
-  if (options.mutual && options.validate) {
-    const long long bad =
-        detail::count_asymmetric_pairs(space, near_list, static_cast<int>(ranges.extent(0)));
-    require(bad == 0,
-            "p2p: mutual = true needs a symmetric near list ((A, B) listed as often as (B, A), one row ",
-            "per target leaf); ", bad, " rows or pairs of this one are not");
-  }
+  detail::check_p2p_list(space, "p2p", near_list, ranges, n, options, workspace);
   if (n == 0 || near_list.num_rows() == 0) return;
   Kokkos::View<const int* [2], Mem> rng = ranges;
   if (std::is_same_v<Real, float> && options.accumulate_in_double) {
     detail::p2p_impl<ExecutionSpace, Real, double>(space, near_list, rng, positions, masses, G, softening,
-                                                   accelerations, potentials, options, workspace);
+                                                   accelerations, potentials, options, workspace, prepared);
   } else {
     detail::p2p_impl<ExecutionSpace, Real, Real>(space, near_list, rng, positions, masses, G, softening,
-                                                 accelerations, potentials, options, workspace);
+                                                 accelerations, potentials, options, workspace, prepared);
   }
+}
+
+/// Builds the chunk table of p2p's next call for `near_list` into `workspace`, on `space`, ahead of that
+/// call. Without options.max_target_particles the table's totals (which size the split rows' partial
+/// sums) come back to the host in p2p, a round trip that waits for the table kernel; submitted here, the
+/// kernel can run while the caller submits other work, and the P2P then starts without waiting for that
+/// work to leave the GPU first (the solver builds the table before its M2L and L2L and launches the P2P
+/// after them; on a GPU a table submitted behind a kernel that fills the device waits for its last wave).
+/// The next p2p call with this workspace takes the table if its near_list and ranges are the same Views
+/// (data and extents) and its options chunk the list the same way; it waits for `space` first, so it may
+/// run on another instance. Any other call, or a second one, builds its own. The list's and the ranges'
+/// contents must not change in between. Checks what p2p checks of the list, the ranges and the options
+/// (with options.validate, the list pass). Builds nothing where p2p builds no table (`mutual` host
+/// kernels, no particles, no rows).
+template <class ExecutionSpace, class RangesView, class PosView>
+void p2p_prepare(const ExecutionSpace& space,
+                 const InteractionList<typename ExecutionSpace::memory_space>& near_list,
+                 const RangesView& ranges, const PosView& positions, const P2POptions& options,
+                 CsrWorkspace<typename ExecutionSpace::memory_space>& workspace) {
+  using Mem = typename ExecutionSpace::memory_space;
+  using Real = std::remove_const_t<typename PosView::value_type>;
+  static_assert(std::is_floating_point_v<Real>, "kfmm::p2p_prepare: positions must hold float or double");
+  workspace.prepared = detail::PreparedChunks();
+  const size_t n = positions.extent(0);
+  detail::check_p2p_list(space, "p2p_prepare", near_list, ranges, n, options, workspace);
+  if (n == 0 || near_list.num_rows() == 0 || options.mutual) return;
+  const int per_chunk = detail::p2p_leaves_per_chunk<Real, ExecutionSpace>(options);
+  const Kokkos::View<const int* [2], Mem> rng = ranges;
+  detail::make_csr_chunks(space, near_list, per_chunk, detail::P2PBlock<Mem>{near_list.targets, rng},
+                          4LL * options.max_target_particles, workspace.chunks, true);
+  workspace.prepared.key = detail::p2p_chunks_key(near_list, ranges, per_chunk, options);
+  workspace.prepared.wait_for_builder = [space]() { space.fence(); };
+  workspace.prepared.valid = true;
 }
 
 /// p2p (above) with its chunk table and partial buffer allocated for this call.

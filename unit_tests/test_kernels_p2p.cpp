@@ -591,9 +591,10 @@ TEMPLATE_LIST_TEST_CASE("p2p_prepare builds the table ahead: the same sums, take
   const HostList list = sparse_list(sizes);
   const int n = total(sizes);
   const auto dev = upload<Space>(list);
-  const auto other = upload<Space>(all_pairs(sizes));  // another list over the same leaves
+  const HostList everything = all_pairs(sizes);  // another list over the same leaves
+  const auto other = upload<Space>(everything);
   const auto p = random_particles(n, 9);
-  const auto other_ref = list_reference(p, all_pairs(sizes), 2.0, 0.0);
+  const auto other_ref = list_reference(p, everything, 2.0, 0.0);
   auto d = upload<double, Space>(p);
   const auto run = [&](const DeviceProblem<Space>& problem, const kfmm::P2POptions& opt,
                        kfmm::CsrWorkspace<Mem>& ws) {

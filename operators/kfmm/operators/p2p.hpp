@@ -451,6 +451,20 @@ struct P2PBlock {
   }
 };
 
+/// p2p's chunk table of `near_list` into `chunks` (the one construction that p2p and p2p_prepare share, so
+/// a prepared table is the table p2p would build); with `defer_totals` the totals' round trip is left to
+/// finish_csr_chunks.
+template <class ExecutionSpace>
+void make_p2p_chunks(const ExecutionSpace& space,
+                     const InteractionList<typename ExecutionSpace::memory_space>& near_list,
+                     const Kokkos::View<const int* [2], typename ExecutionSpace::memory_space>& ranges,
+                     int per_chunk, const P2POptions& options,
+                     CsrChunks<typename ExecutionSpace::memory_space>& chunks, bool defer_totals) {
+  using Mem = typename ExecutionSpace::memory_space;
+  make_csr_chunks(space, near_list, per_chunk, P2PBlock<Mem>{near_list.targets, ranges},
+                  4LL * options.max_target_particles, chunks, defer_totals);
+}
+
 /// What p2p's chunk table depends on (p2p_prepare's handshake with p2p).
 template <class MemorySpace, class RangesView>
 PreparedChunksKey p2p_chunks_key(const InteractionList<MemorySpace>& near_list, const RangesView& ranges,
@@ -544,7 +558,7 @@ void p2p_impl(const ExecutionSpace& space,
     prepared.wait_for_builder();
     finish_csr_chunks(space, workspace.chunks);
   } else {
-    make_csr_chunks(space, near_list, per_chunk, block, 4LL * options.max_target_particles, workspace.chunks);
+    make_p2p_chunks(space, near_list, ranges, per_chunk, options, workspace.chunks, false);
   }
   const CsrChunks<Mem>& chunks = workspace.chunks;
   if (chunks.chunk_capacity == 0) return;
@@ -704,9 +718,8 @@ void p2p_prepare(const ExecutionSpace& space,
   detail::check_p2p_list(space, "p2p_prepare", near_list, ranges, n, options, workspace);
   if (n == 0 || near_list.num_rows() == 0 || options.mutual) return;
   const int per_chunk = detail::p2p_leaves_per_chunk<Real, ExecutionSpace>(options);
-  const Kokkos::View<const int* [2], Mem> rng = ranges;
-  detail::make_csr_chunks(space, near_list, per_chunk, detail::P2PBlock<Mem>{near_list.targets, rng},
-                          4LL * options.max_target_particles, workspace.chunks, true);
+  detail::make_p2p_chunks(space, near_list, Kokkos::View<const int* [2], Mem>(ranges), per_chunk, options,
+                          workspace.chunks, true);
   workspace.prepared.key = detail::p2p_chunks_key(near_list, ranges, per_chunk, options);
   workspace.prepared.wait_for_builder = [space]() { space.fence(); };
   workspace.prepared.valid = true;

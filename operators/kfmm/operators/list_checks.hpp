@@ -48,6 +48,7 @@ struct ListCheckPass {
   Kokkos::View<int*, Mem> counts, rows_of;
   ValidNode valid;
   int rows, source_entries, size_bound, threads;
+  int end;  // max(rows + 1, source_entries): the indices checked
 
   KOKKOS_INLINE_FUNCTION void check(int i, int last) const {
     if (i <= rows && (i == 0 ? offsets(0) != 0 : offsets(i) < offsets(i - 1)))
@@ -68,7 +69,6 @@ struct ListCheckPass {
   KOKKOS_INLINE_FUNCTION void operator()(int t) const {
     const int last = offsets(rows);
     if (t == 0) counts(last_offset) = last;
-    const int end = rows + 1 > source_entries ? rows + 1 : source_entries;
     KFMM_PRAGMA_UNROLL
     for (int k = 0; k < per_thread; ++k) {
       const long long i = is_host_execution_space<ExecutionSpace> ? static_cast<long long>(t) * per_thread + k
@@ -117,7 +117,8 @@ ListCheck check_interaction_list(const ExecutionSpace& space, const char* op, co
       rows,
       source_entries,
       size_bound > 0 ? size_bound : INT_MAX,
-      threads};
+      threads,
+      end};
   Kokkos::parallel_for(op, Kokkos::RangePolicy<ExecutionSpace>(space, 0, threads), pass);
   int c[list_check_slots];
   copy_to_host(space, c, scratch, list_check_slots);

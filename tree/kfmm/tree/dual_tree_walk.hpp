@@ -45,6 +45,10 @@
 /// plan's rounds are done. Then one copy brings back the sizes and an overflow flag: if any capacity was too
 /// small the walk starts again with counted rounds (statistics.replanned); if pairs are still open, counted
 /// rounds continue from there. Either way the lists are exactly those of counted rounds.
+/// The plan's first rounds, small ones (1 to a few thousand open pairs) whose kernels cost their latency
+/// rather than their work, run together in one kernel of one team (detail::WalkTopRounds, up to
+/// WalkWorkspace::top_round_pairs open pairs per round): chunk by chunk in queue order, so at the same
+/// offsets as a kernel per round.
 ///
 /// CSR (WalkOptions::list_build, tree/kfmm/tree/list_build.hpp). Final pairs are written in round order
 /// with the key (near << b) | target, b = bits of the largest node id; the lists hold all far pairs by

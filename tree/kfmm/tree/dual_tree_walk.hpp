@@ -45,10 +45,10 @@
 /// plan's rounds are done. Then one copy brings back the sizes and an overflow flag: if any capacity was too
 /// small the walk starts again with counted rounds (statistics.replanned); if pairs are still open, counted
 /// rounds continue from there. Either way the lists are exactly those of counted rounds.
-/// The plan's first rounds, small ones (1 to a few thousand open pairs) whose kernels cost their latency
-/// rather than their work, run together in one kernel of one team (detail::WalkTopRounds, up to
-/// WalkWorkspace::top_round_pairs open pairs per round): chunk by chunk in queue order, so at the same
-/// offsets as a kernel per round.
+/// Consecutive small planned rounds (the first ones, 1 to a few thousand open pairs, and the last ones),
+/// whose kernels cost their latency rather than their work, run together in one kernel of one team
+/// (detail::WalkMergedRounds, up to WalkWorkspace::merged_round_pairs open pairs per round): chunk by
+/// chunk in queue order, so at the same offsets as a kernel per round.
 ///
 /// CSR (WalkOptions::list_build, tree/kfmm/tree/list_build.hpp). Final pairs are written in round order
 /// with the key (near << b) | target, b = bits of the largest node id; the lists hold all far pairs by
@@ -172,7 +172,7 @@ struct WalkStatistics {
   long long peak_entries = 0;   ///< largest number of open (unordered) node pairs in one round
   long long pairs_visited = 0;  ///< unordered node pairs decided (tested against the MAC)
   int planned_rounds = 0;       ///< rounds run from the workspace's plan, without a host round trip
-  int top_rounds = 0;      ///< of those, the first ones run in one kernel (WalkWorkspace::top_round_pairs)
+  int merged_rounds = 0;   ///< of those, the ones run several to a kernel (WalkWorkspace::merged_round_pairs)
   bool replanned = false;  ///< the plan was too small somewhere: the walk was re-run counted
   ListBuild list_build = ListBuild::sort;  ///< how the rows were built (WalkOptions::list_build resolved)
 };
@@ -232,10 +232,11 @@ struct WalkWorkspace {
   long long slice = 1LL << 24;
   /// Run planned rounds when a plan exists (the default; false: every round is counted).
   bool planned_rounds = true;
-  /// Planned rounds at the walk's start whose capacity is at most this many open pairs run together in
-  /// one kernel of one team (detail::WalkTopRounds; up to 16 rounds) instead of a kernel each: -1 = the
-  /// backend's choice (GPUs: 8192, host: 0), 0 = off. The lists are the same for every choice.
-  long long top_round_pairs = -1;
+  /// Two or more consecutive planned rounds whose capacities are at most this many open pairs run
+  /// together in one kernel of one team (detail::WalkMergedRounds; up to 16 rounds a kernel) instead of
+  /// a kernel each: -1 = the backend's choice (GPUs: 8192, host: 0), 0 = off. The lists are the same for
+  /// every choice.
+  long long merged_round_pairs = -1;
   /// ListBuild::scatter's variant: 0 = the backend's (host: sliced counting, one slice per thread up to
   /// 16; GPUs: atomic cursors), 1..1024 = sliced counting over that many slices, -1 = atomic cursors.
   /// The lists are the same for every choice (tests run them all).
@@ -404,10 +405,10 @@ struct WalkTiles {
   static constexpr int small_items = host ? 256 : 1;
   static constexpr long long small_round = 262144;
   static constexpr int team_size = host ? 1 : 256;
-  /// WalkWorkspace::top_round_pairs = -1: planned rounds of up to this many open pairs run in one
-  /// WalkTopRounds kernel (host: off; a host round costs no launch latency worth saving).
-  static constexpr long long top_round_pairs = host ? 0 : 8192;
-  static constexpr int top_team_size = host ? 1 : 1024;
+  /// WalkWorkspace::merged_round_pairs = -1: consecutive planned rounds of up to this many open pairs
+  /// run in one WalkMergedRounds kernel (host: off; a host round costs no launch latency worth saving).
+  static constexpr long long merged_round_pairs = host ? 0 : 8192;
+  static constexpr int merged_team_size = host ? 1 : 1024;
 };
 
 /// One walk round (or one slice of it) in one kernel: every open pair of the team's tile is decided
@@ -500,17 +501,18 @@ struct WalkRound {
   }
 };
 
-/// The planned walk's first rounds, each of at most WalkWorkspace::top_round_pairs open pairs (by its
+/// Consecutive planned rounds, each of at most WalkWorkspace::merged_round_pairs open pairs (by its
 /// capacity), in one kernel of one team. As kernels of their own these rounds cost ~7-15 us each on an
 /// H100 whatever their size (1 to ~2e4 open pairs: launch, ticket, dependent loads, look-back), ~60-80 us
-/// of a walk at 2e5-1e6 particles (docs/data/h100_p2p_prepare_timeline_fortythird.txt). Here a round
-/// costs its dependent loads and a team scan per chunk of team-size pairs. The team takes each round's
-/// open pairs in queue order, chunk by chunk, and carries the running totals from chunk to chunk: the
-/// offsets are those of the round's global exclusive scan, so the lists are those of one kernel per round.
-/// It reads and writes the state as the planned rounds do (round r: pair base and open pairs at 2r, 2r + 1;
-/// overflow flag), so the planned kernels of the later rounds and the host check go on unchanged.
+/// of the first rounds of a walk at 2e5-1e6 particles
+/// (docs/data/h100_p2p_prepare_timeline_fortythird.txt). Here a round costs its dependent loads and a
+/// team scan per chunk of team-size pairs. The team takes each round's open pairs in queue order, chunk
+/// by chunk, and carries the running totals from chunk to chunk: the offsets are those of the round's
+/// global exclusive scan, so the lists are those of one kernel per round. It reads and writes the state
+/// as the planned rounds do (round r: pair base and open pairs at 2r, 2r + 1; overflow flag), so the
+/// planned kernels around it and the host check go on unchanged.
 template <class ExecutionSpace, class Real>
-struct WalkTopRounds {
+struct WalkMergedRounds {
   using memory_space = typename ExecutionSpace::memory_space;
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   static constexpr int max_rounds = 16;
@@ -522,18 +524,20 @@ struct WalkTopRounds {
   Kokkos::View<long long*, memory_space> state;
   double theta_squared, min_separation, concentration_ratio;
   unsigned near_bit;
-  int rounds;            // planned rounds 0 .. rounds - 1 (<= max_rounds)
+  int first, rounds;     // planned rounds first .. first + rounds - 1 (rounds <= max_rounds)
   int caps[max_rounds];  // their capacities (open pairs beyond one overflow)
   int overflow_at;       // state(overflow_at) = 1 when a capacity was too small
   bool mirror;           // as WalkRound
 
   KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
     const int size = team.team_size(), rank = team.team_rank();
-    long long pairs0 = state(0), opened = state(1);  // (seeded by WalkPack: no pair yet, the root pair)
-    for (int r = 0; r < rounds; ++r) {
+    // (written by the kernel before: WalkPack for round 0, else the previous round's)
+    long long pairs0 = state(2 * first), opened = state(2 * first + 1);
+    for (int r = first; r < first + rounds; ++r) {
       const auto& in = queue[r % 2];
       const auto& out = queue[1 - r % 2];
-      const long long open = opened < caps[r] ? opened : caps[r];
+      const int cap = caps[r - first];
+      const long long open = opened < cap ? opened : cap;
       long long finals = 0, children = 0;
       for (long long first = 0; first < open; first += size) {
         const long long i = first + rank;
@@ -554,7 +558,7 @@ struct WalkTopRounds {
       if (rank == 0) {
         state(2 * r + 2) = pairs0 + finals;
         state(2 * r + 3) = children;
-        if (opened > caps[r] || pairs0 + finals > static_cast<long long>(pair_keys.extent(0)) ||
+        if (opened > cap || pairs0 + finals > static_cast<long long>(pair_keys.extent(0)) ||
             children > static_cast<long long>(out.extent(0)))
           state(overflow_at) = 1;
       }
@@ -861,8 +865,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           "dual_tree_walk: concentration_ratio = ", options.concentration_ratio, " must lie in [0, 1]");
   require(ws.slice >= 1 && ws.slice <= detail::max_walk_slice, "dual_tree_walk: workspace slice = ", ws.slice,
           " must lie in [1, 2^24]");
-  require(ws.top_round_pairs >= -1 && ws.top_round_pairs <= INT_MAX,
-          "dual_tree_walk: workspace top_round_pairs = ", ws.top_round_pairs,
+  require(ws.merged_round_pairs >= -1 && ws.merged_round_pairs <= INT_MAX,
+          "dual_tree_walk: workspace merged_round_pairs = ", ws.merged_round_pairs,
           " must lie in [-1, 2^31 - 1] (-1: the backend's choice, 0: off)");
   require(ws.scatter_slices >= -1 && ws.scatter_slices <= 1024,
           "dual_tree_walk: workspace scatter_slices = ", ws.scatter_slices, " must lie in [-1, 1024]");
@@ -999,39 +1003,47 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   int cur = 0;
   std::vector<long long> sizes;  // open pairs per round: the next walk's plan
   if (use_plan) {
-    // The first rounds, up to top_round_pairs open pairs each, in one kernel of one team (WalkTopRounds).
-    using Top = detail::WalkTopRounds<ExecutionSpace, Real>;
-    const long long top_pairs = ws.top_round_pairs >= 0 ? ws.top_round_pairs : Tiles::top_round_pairs;
-    int top = 0;
-    while (top < planned && top < Top::max_rounds && caps[top] <= top_pairs) ++top;
-    if (top > 0) {
-      Top kernel{nodes,
-                 {ws.queue[0], ws.queue[1]},
-                 ws.pair_keys,
-                 ws.pair_sources,
-                 ws.state,
-                 theta_squared,
-                 options.min_separation,
-                 options.concentration_ratio,
-                 near_bit,
-                 top,
-                 {},
-                 overflow_at,
-                 !scatter};
-      for (int r = 0; r < top; ++r) kernel.caps[r] = caps[r];
-      int top_team = 1;
-      if (Tiles::top_team_size > 1) {
-        // (a power of two: Kokkos' CUDA team scan needs one)
-        const int most = std::min(Tiles::top_team_size,
-                                  Policy(space, 1, 1).team_size_max(kernel, Kokkos::ParallelForTag()));
-        while (2 * top_team <= most) top_team *= 2;
-      }
-      Kokkos::parallel_for("kfmm::walk::top_rounds", Policy(space, 1, top_team), kernel);
-      lists.statistics.top_rounds = top;
-      cur = top % 2;
+    // Runs of two or more rounds of up to merged_round_pairs open pairs each: one WalkMergedRounds kernel
+    // of one team per run (up to 16 rounds); every other round a WalkRound kernel (in slices).
+    using Merged = detail::WalkMergedRounds<ExecutionSpace, Real>;
+    const long long merged_pairs =
+        ws.merged_round_pairs >= 0 ? ws.merged_round_pairs : Tiles::merged_round_pairs;
+    int merged_team = 1;
+    if (Tiles::merged_team_size > 1) {
+      // (a power of two: Kokkos' CUDA team scan needs one)
+      const int most = std::min(Tiles::merged_team_size,
+                                Policy(space, 1, 1).team_size_max(Merged(), Kokkos::ParallelForTag()));
+      while (2 * merged_team <= most) merged_team *= 2;
     }
+    std::vector<char> merged(planned, 0);
     int words = slices_at;
-    for (int r = top; r < planned; ++r) {
+    for (int r = 0; r < planned;) {
+      int run = 0;
+      while (r + run < planned && run < Merged::max_rounds && caps[r + run] <= merged_pairs) ++run;
+      if (run >= 2) {
+        Merged kernel{nodes,
+                      {ws.queue[0], ws.queue[1]},
+                      ws.pair_keys,
+                      ws.pair_sources,
+                      ws.state,
+                      theta_squared,
+                      options.min_separation,
+                      options.concentration_ratio,
+                      near_bit,
+                      r,
+                      run,
+                      {},
+                      overflow_at,
+                      !scatter};
+        for (int k = 0; k < run; ++k) {
+          kernel.caps[k] = caps[r + k];
+          merged[r + k] = 1;
+        }
+        Kokkos::parallel_for("kfmm::walk::merged_rounds", Policy(space, 1, merged_team), kernel);
+        r += run;
+        cur = r % 2;
+        continue;
+      }
       // Slices of the round's capacity, chained through the state: slice k starts where k - 1 ended.
       int base_at = -1;
       for (long long begin = 0; begin < caps[r]; begin += ws.slice) {
@@ -1043,6 +1055,7 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
         if (!last) words += 2;
       }
       cur = 1 - cur;
+      ++r;
     }
     // The one host round trip of the planned rounds: their sizes, the pairs, the overflow flag.
     std::vector<long long> state(overflow_at + 1);
@@ -1050,13 +1063,12 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     if (state[overflow_at] != 0) {
       // A capacity of the plan was too small: start again with counted rounds.
       lists.statistics.replanned = true;
-      lists.statistics.top_rounds = 0;
       cur = 0;
       Kokkos::deep_copy(space, Kokkos::subview(ws.queue[0], 0), 0ULL);  // (root, root)
     } else {
       for (int r = 0; r < planned && state[2 * r + 1] > 0; ++r) sizes.push_back(state[2 * r + 1]);
       lists.statistics.planned_rounds = static_cast<int>(sizes.size());
-      lists.statistics.top_rounds = std::min(lists.statistics.top_rounds, lists.statistics.planned_rounds);
+      for (int r = 0; r < lists.statistics.planned_rounds; ++r) lists.statistics.merged_rounds += merged[r];
       pairs = state[2 * planned];
       open = state[2 * planned + 1];
     }

@@ -147,30 +147,6 @@ void BM_walk(benchmark::State& state) {
   report_lists(state, tree, lists);
 }
 
-/// The walk alone (ListBuild sort, reused workspace) with WalkWorkspace::merged_round_pairs = `merge`:
-/// runs of consecutive rounds of up to that many open pairs in one kernel of one team (0: a kernel per
-/// round). The label lists the rounds' open pairs.
-void BM_walk_merged_rounds(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0)), leaf = static_cast<int>(state.range(1));
-  const Space space;
-  const auto p = make_particles(n, 0);
-  const auto tree = kfmm::build_octree(space, p.positions, p.masses, leaf);
-  kfmm::WalkWorkspace<Memory> ws;
-  ws.merged_round_pairs = state.range(2);
-  kfmm::InteractionLists<Memory> lists;
-  kfmm::WalkOptions options{kTheta};
-  options.list_build = kfmm::ListBuild::sort;
-  const double t =
-      kfmm_bench::time_fenced(state, space, [&] { lists = kfmm::dual_tree_walk(space, tree, options, ws); });
-  state.counters["ns_per_particle"] = t * 1e9 / n;
-  state.counters["rounds"] = lists.statistics.rounds;
-  state.counters["merged_rounds"] = lists.statistics.merged_rounds;  // steady state: those of the plan
-  state.counters["replanned"] = lists.statistics.replanned ? 1 : 0;
-  std::string sizes = "open pairs";
-  for (const long long size : ws.plan) sizes += " " + std::to_string(size);
-  state.SetLabel(sizes);
-}
-
 void BM_tree_and_lists(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0)), leaf = static_cast<int>(state.range(1));
   const int dist = static_cast<int>(state.range(2));
@@ -220,15 +196,6 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_walk", BM_walk)->Apply([](benchmark::internal::Benchmark* b) {
     sizes(b, true);
   });
-  benchmark::RegisterBenchmark("BM_walk_merged_rounds", BM_walk_merged_rounds)
-      ->Apply([](benchmark::internal::Benchmark* b) {
-        const std::vector<int> ns =
-            kfmm_bench::tiny() ? std::vector<int>{10000} : std::vector<int>{200000, 1000000};
-        for (int n : ns)
-          for (int leaf : {64, 128})
-            for (int merge : {0, 1024, 4096, 8192, 16384, 65536}) b->Args({n, leaf, merge});
-        b->ArgNames({"n", "leaf", "merge"})->UseManualTime()->Unit(benchmark::kMillisecond);
-      });
   benchmark::RegisterBenchmark("BM_tree_and_lists", BM_tree_and_lists)
       ->Apply([](benchmark::internal::Benchmark* b) { sizes(b, false); });
   return kfmm_bench::run_main(argc, argv);

@@ -15,7 +15,7 @@ import re
 import sys
 from collections import OrderedDict
 
-KINDS = ['WalkRound', 'WalkMergedRounds', 'WalkPack', 'WalkRowBounds', 'WalkCompactRows', 'M2LFused', 'P2PTeam', 'CountP2P',
+KINDS = ['WalkRound', 'WalkPack', 'WalkRowBounds', 'WalkCompactRows', 'M2LFused', 'P2PTeam', 'CountP2P',
          'DeviceRadixSort', 'DeviceScan', 'Topology', 'BoxTeams', 'Morton', 'Window', 'BottomUpMoments',
          'ChildCounts', 'Permutation', 'M2M', 'L2L', 'P2M', 'L2P', 'combine', 'Chunk', 'Gather', 'Zero',
          'ViewFill']

@@ -404,58 +404,6 @@ TEMPLATE_LIST_TEST_CASE("walk reuses a workspace and gives the same lists in sli
       REQUIRE(l.statistics.planned_rounds == 0);
       REQUIRE(HostList(l.far) == far1);
     }
-    // Consecutive small rounds in one kernel of one team (merged_round_pairs): off, the first two rounds
-    // (capacities 257 and 296 for 1 and 36 open pairs) and any later run of rounds that small, more,
-    // every round (16 to a kernel), the backend's choice: the same lists. A plan too small for them is
-    // flagged and re-run counted; a plan shorter than the walk goes on counted after them.
-    const auto merged_rounds = [](const std::vector<long long>& plan, long long most) {
-      int merged = 0;  // rounds in runs of two or more (up to 16) whose capacity is at most `most`
-      for (std::size_t r = 0; r < plan.size();) {
-        std::size_t run = 0;
-        while (r + run < plan.size() && run < 16 && plan[r + run] + plan[r + run] / 8 + 256 <= most) ++run;
-        merged += run >= 2 ? static_cast<int>(run) : 0;
-        r += run >= 2 ? run : 1;
-      }
-      return merged;
-    };
-    for (long long most : {0LL, 300LL, 5000LL, 1LL << 30, -1LL}) {
-      INFO("merged_round_pairs = " << most);
-      kfmm::WalkWorkspace<typename Space::memory_space> w;
-      w.merged_round_pairs = most;
-      const auto counted = kfmm::dual_tree_walk(Space(), tree, o, w);
-      REQUIRE(counted.statistics.merged_rounds == 0);  // (no plan yet)
-      const int expected = merged_rounds(w.plan, most);
-      const auto l = kfmm::dual_tree_walk(Space(), tree, o, w);
-      REQUIRE_FALSE(l.statistics.replanned);
-      REQUIRE(l.statistics.planned_rounds == first.statistics.rounds);
-      if (most >= 0) REQUIRE(l.statistics.merged_rounds == expected);
-      if (most == 300) REQUIRE(expected >= 2);
-      if (most == (1LL << 30))
-        REQUIRE(expected == first.statistics.rounds - (first.statistics.rounds % 16 == 1));
-      REQUIRE(HostList(l.far) == far1);
-      REQUIRE(HostList(l.near) == near1);
-      w.plan.assign(w.plan.size(), 1);
-      const auto small = kfmm::dual_tree_walk(Space(), tree, o, w);
-      REQUIRE(small.statistics.replanned);
-      REQUIRE(small.statistics.merged_rounds == 0);
-      REQUIRE(HostList(small.far) == far1);
-      REQUIRE(HostList(small.near) == near1);
-      w.plan.resize(2);  // the first two rounds' plan only (1 and 36 open pairs)
-      w.plan[1] = 36;
-      const auto shorter = kfmm::dual_tree_walk(Space(), tree, o, w);
-      REQUIRE_FALSE(shorter.statistics.replanned);
-      REQUIRE(shorter.statistics.planned_rounds == 2);
-      if (most >= 296) REQUIRE(shorter.statistics.merged_rounds == 2);
-      REQUIRE(shorter.statistics.rounds == first.statistics.rounds);
-      REQUIRE(HostList(shorter.far) == far1);
-      REQUIRE(HostList(shorter.near) == near1);
-    }
-    for (long long most : {-2LL, 1LL << 31}) {
-      kfmm::WalkWorkspace<typename Space::memory_space> bad;
-      bad.merged_round_pairs = most;
-      REQUIRE_THROWS_WITH(kfmm::dual_tree_walk(Space(), tree, o, bad),
-                          Catch::Matchers::ContainsSubstring("merged_round_pairs"));
-    }
     // Rounds cut into slices of 1, 7 and 1000 open pairs (buffers grow between slices, keeping what
     // earlier slices wrote): identical lists.
     for (long long slice : {1LL, 7LL, 1000LL}) {

@@ -45,10 +45,6 @@
 /// plan's rounds are done. Then one copy brings back the sizes and an overflow flag: if any capacity was too
 /// small the walk starts again with counted rounds (statistics.replanned); if pairs are still open, counted
 /// rounds continue from there. Either way the lists are exactly those of counted rounds.
-/// Consecutive small planned rounds (the first ones, 1 to a few thousand open pairs, and the last ones),
-/// whose kernels cost their latency rather than their work, run together in one kernel of one team
-/// (detail::WalkMergedRounds, up to WalkWorkspace::merged_round_pairs open pairs per round): chunk by
-/// chunk in queue order, so at the same offsets as a kernel per round.
 ///
 /// CSR (WalkOptions::list_build, tree/kfmm/tree/list_build.hpp). Final pairs are written in round order
 /// with the key (near << b) | target, b = bits of the largest node id; the lists hold all far pairs by
@@ -172,8 +168,7 @@ struct WalkStatistics {
   long long peak_entries = 0;   ///< largest number of open (unordered) node pairs in one round
   long long pairs_visited = 0;  ///< unordered node pairs decided (tested against the MAC)
   int planned_rounds = 0;       ///< rounds run from the workspace's plan, without a host round trip
-  int merged_rounds = 0;   ///< of those, the ones run several to a kernel (WalkWorkspace::merged_round_pairs)
-  bool replanned = false;  ///< the plan was too small somewhere: the walk was re-run counted
+  bool replanned = false;       ///< the plan was too small somewhere: the walk was re-run counted
   ListBuild list_build = ListBuild::sort;  ///< how the rows were built (WalkOptions::list_build resolved)
 };
 
@@ -232,11 +227,6 @@ struct WalkWorkspace {
   long long slice = 1LL << 24;
   /// Run planned rounds when a plan exists (the default; false: every round is counted).
   bool planned_rounds = true;
-  /// Two or more consecutive planned rounds whose capacities are at most this many open pairs run
-  /// together in one kernel of one team (detail::WalkMergedRounds; up to 16 rounds a kernel) instead of
-  /// a kernel each: -1 = the backend's choice (GPUs: 8192, host: 0), 0 = off. The lists are the same for
-  /// every choice.
-  long long merged_round_pairs = -1;
   /// ListBuild::scatter's variant: 0 = the backend's (host: sliced counting, one slice per thread up to
   /// 16; GPUs: atomic cursors), 1..1024 = sliced counting over that many slices, -1 = atomic cursors.
   /// The lists are the same for every choice (tests run them all).
@@ -288,76 +278,6 @@ inline constexpr long long max_walk_slice = 1LL << 24;
 inline constexpr int walk_final_shift = 30;
 inline constexpr unsigned long long walk_children_mask = (1ULL << walk_final_shift) - 1;
 
-/// One open pair's decision, kept (in registers) from the decision to the write: its output count,
-/// packed (final pairs << walk_final_shift) | child pairs, and what the write needs.
-struct WalkDecision {
-  unsigned long long count = 0;
-  int target = 0, source = 0, child_first = 0, child_count = 0;
-  WalkAction action = kWalkFar;
-};
-
-/// Decides the open pair `pair` (walk_action) and counts its output: a final pair (two with `mirror`,
-/// both directions of {t, s}, unless t == s), or the child pairs of the split node (its children's
-/// unordered pairs for a self pair).
-template <class Nodes>
-KOKKOS_INLINE_FUNCTION WalkDecision walk_decide(const Nodes& nodes, const unsigned long long pair,
-                                                const double theta_squared, const double min_separation,
-                                                const double concentration_ratio, const bool mirror) {
-  WalkDecision d;
-  d.target = static_cast<int>(pair >> 32);
-  d.source = static_cast<int>(pair & 0xffffffffULL);
-  const auto a = nodes(d.target);
-  const auto b = nodes(d.source);
-  d.action = walk_action(a, d.target, b, d.source, theta_squared, min_separation, concentration_ratio);
-  if (d.action == kWalkFar || d.action == kWalkNear) {
-    d.count = (mirror && d.target != d.source ? 2ULL : 1ULL) << walk_final_shift;
-  } else {
-    const auto& split = d.action == kWalkSplitSource ? b : a;
-    d.child_first = split.first_child;
-    d.child_count = split.num_children;
-    const int n = split.num_children;
-    d.count = static_cast<unsigned long long>(d.action == kWalkSplitBoth ? n * (n + 1) / 2 : n);
-  }
-  return d;
-}
-
-/// Writes a decided pair's output: its final pair at index p of the pair arrays (and its mirror at
-/// p + 1), or its child pairs from index c of the next queue. Writes past a buffer's end are dropped
-/// (the round's totals tell that it must run again).
-template <class Keys, class Sources, class Queue>
-KOKKOS_INLINE_FUNCTION void walk_write(const WalkDecision& d, const long long p, const long long c,
-                                       const Keys& pair_keys, const Sources& pair_sources, const Queue& next,
-                                       const unsigned near_bit, const bool mirror) {
-  const int t = d.target, s = d.source;
-  if (d.action == kWalkFar || d.action == kWalkNear) {
-    const long long pair_cap = static_cast<long long>(pair_keys.extent(0));
-    const unsigned near = d.action == kWalkNear ? near_bit : 0u;
-    if (p < pair_cap) {
-      pair_keys(p) = static_cast<unsigned>(t) | near;
-      pair_sources(p) = s;
-    }
-    if (mirror && t != s && p + 1 < pair_cap) {  // the same pair seen from s
-      pair_keys(p + 1) = static_cast<unsigned>(s) | near;
-      pair_sources(p + 1) = t;
-    }
-    return;
-  }
-  const long long next_cap = static_cast<long long>(next.extent(0));
-  const int f = d.child_first, n = d.child_count;
-  if (d.action == kWalkSplitTarget) {
-    for (int j = 0; j < n; ++j)
-      if (c + j < next_cap) next(c + j) = walk_pair(f + j, s);
-  } else if (d.action == kWalkSplitSource) {
-    for (int j = 0; j < n; ++j)
-      if (c + j < next_cap) next(c + j) = walk_pair(t, f + j);
-  } else {  // a self pair: every unordered pair of its children, {u, v} with u <= v, in order
-    long long j = c;
-    for (int u = 0; u < n; ++u)
-      for (int v = u; v < n; ++v, ++j)
-        if (j < next_cap) next(j) = walk_pair(f + u, f + v);
-  }
-}
-
 /// Starts a walk: packs the node records, seeds the queue with (root, root).
 template <class MemorySpace, class Real>
 struct WalkPack {
@@ -405,10 +325,6 @@ struct WalkTiles {
   static constexpr int small_items = host ? 256 : 1;
   static constexpr long long small_round = 262144;
   static constexpr int team_size = host ? 1 : 256;
-  /// WalkWorkspace::merged_round_pairs = -1: consecutive planned rounds of up to this many open pairs
-  /// run in one WalkMergedRounds kernel (host: off; a host round costs no launch latency worth saving).
-  static constexpr long long merged_round_pairs = host ? 0 : 8192;
-  static constexpr int merged_team_size = host ? 1 : 1024;
 };
 
 /// One walk round (or one slice of it) in one kernel: every open pair of the team's tile is decided
@@ -460,13 +376,34 @@ struct WalkRound {
 
     // Decide this thread's pairs; keep what the write needs.
     const long long mine = first + static_cast<long long>(team.team_rank()) * I;
-    WalkDecision decision[I];
+    unsigned long long count[I];
+    int target[I], source[I], child_first[I], child_count[I];
+    unsigned char action[I];
     unsigned long long sum = 0;
     for (int k = 0; k < I; ++k) {
-      decision[k] = mine + k < open ? walk_decide(nodes, queue(begin + mine + k), theta_squared,
-                                                  min_separation, concentration_ratio, mirror)
-                                    : WalkDecision{};
-      sum += decision[k].count;
+      count[k] = 0;
+      action[k] = kWalkFar;
+      target[k] = source[k] = child_first[k] = child_count[k] = 0;
+      if (mine + k < open) {
+        const unsigned long long pair = queue(begin + mine + k);
+        const int t = static_cast<int>(pair >> 32), s = static_cast<int>(pair & 0xffffffffULL);
+        const WalkNode<Real> a = nodes(t);
+        const WalkNode<Real> b = nodes(s);
+        const WalkAction act = walk_action(a, t, b, s, theta_squared, min_separation, concentration_ratio);
+        target[k] = t;
+        source[k] = s;
+        action[k] = static_cast<unsigned char>(act);
+        if (act == kWalkFar || act == kWalkNear) {
+          count[k] = (mirror && t != s ? 2ULL : 1ULL) << walk_final_shift;  // (both directions of {t, s})
+        } else {
+          const WalkNode<Real>& split = act == kWalkSplitSource ? b : a;
+          child_first[k] = split.first_child;
+          child_count[k] = split.num_children;
+          const int n = split.num_children;
+          count[k] = static_cast<unsigned long long>(act == kWalkSplitBoth ? n * (n + 1) / 2 : n);
+        }
+      }
+      sum += count[k];
     }
 
     // Offsets: within the team, then across tiles.
@@ -490,81 +427,42 @@ struct WalkRound {
     }
 
     // Write.
+    const long long pair_cap = static_cast<long long>(pair_keys.extent(0));
+    const long long next_cap = static_cast<long long>(next.extent(0));
     unsigned long long o = prefix + before;
     for (int k = 0; k < I; ++k) {
-      if (mine + k < open)
-        walk_write(decision[k], pairs0 + static_cast<long long>(o >> walk_final_shift),
-                   next0 + static_cast<long long>(o & walk_children_mask), pair_keys, pair_sources, next,
-                   near_bit, mirror);
-      o += decision[k].count;
-    }
-  }
-};
-
-/// Consecutive planned rounds, each of at most WalkWorkspace::merged_round_pairs open pairs (by its
-/// capacity), in one kernel of one team. As kernels of their own these rounds cost ~7-15 us each on an
-/// H100 whatever their size (1 to ~2e4 open pairs: launch, ticket, dependent loads, look-back), ~60-80 us
-/// of the first rounds of a walk at 2e5-1e6 particles
-/// (docs/data/h100_p2p_prepare_timeline_fortythird.txt). Here a round costs its dependent loads and a
-/// team scan per chunk of team-size pairs. The team takes each round's open pairs in queue order, chunk
-/// by chunk, and carries the running totals from chunk to chunk: the offsets are those of the round's
-/// global exclusive scan, so the lists are those of one kernel per round. It reads and writes the state
-/// as the planned rounds do (round r: pair base and open pairs at 2r, 2r + 1; overflow flag), so the
-/// planned kernels around it and the host check go on unchanged.
-template <class ExecutionSpace, class Real>
-struct WalkMergedRounds {
-  using memory_space = typename ExecutionSpace::memory_space;
-  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
-  static constexpr int max_rounds = 16;
-
-  Kokkos::View<const WalkNode<Real>*, memory_space, Kokkos::MemoryUnmanaged> nodes;
-  Kokkos::View<unsigned long long*, memory_space, Kokkos::MemoryUnmanaged> queue[2];  // round r reads r % 2
-  Kokkos::View<unsigned*, memory_space> pair_keys;
-  Kokkos::View<int*, memory_space> pair_sources;
-  Kokkos::View<long long*, memory_space> state;
-  double theta_squared, min_separation, concentration_ratio;
-  unsigned near_bit;
-  int first, rounds;     // planned rounds first .. first + rounds - 1 (rounds <= max_rounds)
-  int caps[max_rounds];  // their capacities (open pairs beyond one overflow)
-  int overflow_at;       // state(overflow_at) = 1 when a capacity was too small
-  bool mirror;           // as WalkRound
-
-  KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
-    const int size = team.team_size(), rank = team.team_rank();
-    // (written by the kernel before: WalkPack for round 0, else the previous round's)
-    long long pairs0 = state(2 * first), opened = state(2 * first + 1);
-    for (int r = first; r < first + rounds; ++r) {
-      const auto& in = queue[r % 2];
-      const auto& out = queue[1 - r % 2];
-      const int cap = caps[r - first];
-      const long long open = opened < cap ? opened : cap;
-      long long finals = 0, children = 0;
-      for (long long first = 0; first < open; first += size) {
-        const long long i = first + rank;
-        const WalkDecision d =
-            i < open ? walk_decide(nodes, in(i), theta_squared, min_separation, concentration_ratio, mirror)
-                     : WalkDecision{};
-        const unsigned long long before = team.team_scan(d.count);
-        unsigned long long chunk = before + d.count;
-        team.team_broadcast(chunk, size - 1);
-        if (i < open)
-          walk_write(d, pairs0 + finals + static_cast<long long>(before >> walk_final_shift),
-                     children + static_cast<long long>(before & walk_children_mask), pair_keys, pair_sources,
-                     out, near_bit, mirror);
-        finals += static_cast<long long>(chunk >> walk_final_shift);
-        children += static_cast<long long>(chunk & walk_children_mask);
-        team.team_barrier();  // (the broadcast's shared word is read before the next chunk's scan)
+      if (mine + k < open) {
+        const int t = target[k], s = source[k];
+        const WalkAction act = static_cast<WalkAction>(action[k]);
+        if (act == kWalkFar || act == kWalkNear) {
+          const long long p = pairs0 + static_cast<long long>(o >> walk_final_shift);
+          const unsigned near = act == kWalkNear ? near_bit : 0u;
+          if (p < pair_cap) {
+            pair_keys(p) = static_cast<unsigned>(t) | near;
+            pair_sources(p) = s;
+          }
+          if (mirror && t != s && p + 1 < pair_cap) {  // the same pair seen from s
+            pair_keys(p + 1) = static_cast<unsigned>(s) | near;
+            pair_sources(p + 1) = t;
+          }
+        } else {
+          const long long c = next0 + static_cast<long long>(o & walk_children_mask);
+          const int f = child_first[k], n = child_count[k];
+          if (act == kWalkSplitTarget) {
+            for (int j = 0; j < n; ++j)
+              if (c + j < next_cap) next(c + j) = walk_pair(f + j, s);
+          } else if (act == kWalkSplitSource) {
+            for (int j = 0; j < n; ++j)
+              if (c + j < next_cap) next(c + j) = walk_pair(t, f + j);
+          } else {  // a self pair: every unordered pair of its children, {u, v} with u <= v, in order
+            long long j = c;
+            for (int u = 0; u < n; ++u)
+              for (int v = u; v < n; ++v, ++j)
+                if (j < next_cap) next(j) = walk_pair(f + u, f + v);
+          }
+        }
       }
-      if (rank == 0) {
-        state(2 * r + 2) = pairs0 + finals;
-        state(2 * r + 3) = children;
-        if (opened > cap || pairs0 + finals > static_cast<long long>(pair_keys.extent(0)) ||
-            children > static_cast<long long>(out.extent(0)))
-          state(overflow_at) = 1;
-      }
-      pairs0 += finals;
-      opened = children;
-      team.team_barrier();  // (this round's children, written above, are the next round's input)
+      o += count[k];
     }
   }
 };
@@ -865,9 +763,6 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
           "dual_tree_walk: concentration_ratio = ", options.concentration_ratio, " must lie in [0, 1]");
   require(ws.slice >= 1 && ws.slice <= detail::max_walk_slice, "dual_tree_walk: workspace slice = ", ws.slice,
           " must lie in [1, 2^24]");
-  require(ws.merged_round_pairs >= -1 && ws.merged_round_pairs <= INT_MAX,
-          "dual_tree_walk: workspace merged_round_pairs = ", ws.merged_round_pairs,
-          " must lie in [-1, 2^31 - 1] (-1: the backend's choice, 0: off)");
   require(ws.scatter_slices >= -1 && ws.scatter_slices <= 1024,
           "dual_tree_walk: workspace scatter_slices = ", ws.scatter_slices, " must lie in [-1, 1024]");
   require(is_valid(options.list_build), "dual_tree_walk: list_build = ", static_cast<int>(options.list_build),
@@ -1003,47 +898,8 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
   int cur = 0;
   std::vector<long long> sizes;  // open pairs per round: the next walk's plan
   if (use_plan) {
-    // Runs of two or more rounds of up to merged_round_pairs open pairs each: one WalkMergedRounds kernel
-    // of one team per run (up to 16 rounds); every other round a WalkRound kernel (in slices).
-    using Merged = detail::WalkMergedRounds<ExecutionSpace, Real>;
-    const long long merged_pairs =
-        ws.merged_round_pairs >= 0 ? ws.merged_round_pairs : Tiles::merged_round_pairs;
-    int merged_team = 1;
-    if (Tiles::merged_team_size > 1) {
-      // (a power of two: Kokkos' CUDA team scan needs one)
-      const int most = std::min(Tiles::merged_team_size,
-                                Policy(space, 1, 1).team_size_max(Merged(), Kokkos::ParallelForTag()));
-      while (2 * merged_team <= most) merged_team *= 2;
-    }
-    std::vector<char> merged(planned, 0);
     int words = slices_at;
-    for (int r = 0; r < planned;) {
-      int run = 0;
-      while (r + run < planned && run < Merged::max_rounds && caps[r + run] <= merged_pairs) ++run;
-      if (run >= 2) {
-        Merged kernel{nodes,
-                      {ws.queue[0], ws.queue[1]},
-                      ws.pair_keys,
-                      ws.pair_sources,
-                      ws.state,
-                      theta_squared,
-                      options.min_separation,
-                      options.concentration_ratio,
-                      near_bit,
-                      r,
-                      run,
-                      {},
-                      overflow_at,
-                      !scatter};
-        for (int k = 0; k < run; ++k) {
-          kernel.caps[k] = caps[r + k];
-          merged[r + k] = 1;
-        }
-        Kokkos::parallel_for("kfmm::walk::merged_rounds", Policy(space, 1, merged_team), kernel);
-        r += run;
-        cur = r % 2;
-        continue;
-      }
+    for (int r = 0; r < planned; ++r) {
       // Slices of the round's capacity, chained through the state: slice k starts where k - 1 ended.
       int base_at = -1;
       for (long long begin = 0; begin < caps[r]; begin += ws.slice) {
@@ -1055,7 +911,6 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
         if (!last) words += 2;
       }
       cur = 1 - cur;
-      ++r;
     }
     // The one host round trip of the planned rounds: their sizes, the pairs, the overflow flag.
     std::vector<long long> state(overflow_at + 1);
@@ -1068,7 +923,6 @@ InteractionLists<typename ExecutionSpace::memory_space> dual_tree_walk(
     } else {
       for (int r = 0; r < planned && state[2 * r + 1] > 0; ++r) sizes.push_back(state[2 * r + 1]);
       lists.statistics.planned_rounds = static_cast<int>(sizes.size());
-      for (int r = 0; r < lists.statistics.planned_rounds; ++r) lists.statistics.merged_rounds += merged[r];
       pairs = state[2 * planned];
       open = state[2 * planned + 1];
     }

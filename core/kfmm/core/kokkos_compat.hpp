@@ -189,6 +189,16 @@ KOKKOS_FORCEINLINE_FUNCTION T coherent_load(const T& value) {
   return *static_cast<const volatile T*>(&value);
 }
 
+/// `policy` with Kokkos' light-weight work-item hint (the same spelling in Kokkos 3.4, 4.x and 5.x). On
+/// CUDA a functor of 512 bytes or more is otherwise launched from constant memory: per launch the host
+/// waits (cudaEventSynchronize) until the instance's previous constant-memory kernel has finished, then
+/// copies the functor host-to-device; with the hint, functors under the 4 KB parameter limit travel in
+/// the kernel's parameters. Other backends ignore it.
+template <class Policy>
+auto light_weight(const Policy& policy) {
+  return Kokkos::Experimental::require(policy, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
+}
+
 /// Publishes `value` to `flag` after every earlier write of this thread (and, through a preceding team
 /// barrier, of its team) is visible device-wide: a release store. NVIDIA GPUs: `st.release.gpu`, whose
 /// ordering costs less than a full `fence.sc` (Kokkos::memory_fence) before the store; elsewhere the

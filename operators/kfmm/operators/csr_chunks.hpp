@@ -317,10 +317,13 @@ void make_csr_chunks(const ExecutionSpace& space, const InteractionList<MemorySp
   const int scans = table.packed ? 2 : 3;  // (the look-backs the kernel runs: one scratch window each)
   for (int x = 0; x < scans; ++x)
     table.scan[x] = TileScan<MemorySpace>(c.scans[x], c.scans[x].prepare(space, tiles), tiles);
+  // (light weight: the table's functor, with its three tile scans, is over 512 bytes, and from constant
+  // memory its launch waited on the host for the instance's previous such launch, the other table's)
   Kokkos::parallel_for(
       "kfmm::csr_chunks::table",
-      Policy(space, static_cast<int>(tiles), team)
-          .set_scratch_size(0, Kokkos::PerTeam(scans * TileScan<MemorySpace>::scratch_bytes())),
+      compat::light_weight(
+          Policy(space, static_cast<int>(tiles), team)
+              .set_scratch_size(0, Kokkos::PerTeam(scans * TileScan<MemorySpace>::scratch_bytes()))),
       table);
   if (c.exact) {
     c.totals_pending = true;

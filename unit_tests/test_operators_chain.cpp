@@ -383,6 +383,42 @@ TEST_CASE("L2P gradient equals the analytic gradient of the L2P potential", "[op
   }
 }
 
+namespace {
+/// The gradient coefficients of l2p_gradient_coefficient, computed the obvious way: every lowering
+/// coefficient of degree n + 1 (harmonic_lowering_x/y, d/dz R_n^m = R_{n-1}^m), zeros included.
+template <class Real>
+void check_gradient_coefficients_against_lowering_sums(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int p = 1; p <= kfmm::max_order; ++p) {
+    std::vector<Real> L(kfmm::num_coefficients(p));
+    for (auto& l : L) l = static_cast<Real>(u(rng));
+    for (int n = 0; n < p; ++n) {
+      for (int m = -n; m <= n; ++m) {
+        Real sx = 0, sy = 0;
+        for (int j = -(n + 1); j <= n + 1; ++j) {
+          const Real l = L[kfmm::coefficient_index(n + 1, j)];
+          sx += static_cast<Real>(kfmm::harmonic_lowering_x(j, m)) * l;
+          sy += static_cast<Real>(kfmm::harmonic_lowering_y(j, m)) * l;
+        }
+        Real gx = -7, gy = -7, gz = -7;
+        kfmm::l2p_gradient_coefficient(n, m, L.data(), gx, gy, gz);
+        INFO("p " << p << " n " << n << " m " << m);
+        // At most two products by 1/2 or 1, all exact: the sums agree bitwise in any order.
+        CHECK(gx == sx);
+        CHECK(gy == sy);
+        CHECK(gz == L[kfmm::coefficient_index(n + 1, m)]);
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("L2P gradient coefficients equal the sums over the lowering coefficients", "[operators][l2p]") {
+  check_gradient_coefficients_against_lowering_sums<double>(31);
+  check_gradient_coefficients_against_lowering_sums<float>(37);
+}
+
 TEST_CASE("L2P stream of terms equals l2p_particle at every order, on the axes and at the centre",
           "[operators][l2p]") {
   std::mt19937 rng(29);

@@ -27,25 +27,38 @@
 namespace kfmm {
 
 /// Gradient coefficient k = n^2 + n + m (n <= order - 1) of the local L (order `order`): writes
-/// (Gx, Gy, Gz)_n^m such that grad Phi = sum (G.)_n^m R_n^m. See the file comment.
+/// (Gx, Gy, Gz)_n^m such that grad Phi = sum (G.)_n^m R_n^m. See the file comment. With the lowering
+/// coefficients (harmonic_lowering_x/y: halves, and -1 at order 0) written out, each sum
+/// Gx_n^m = sum_j L_{n+1}^j lx(j, m) keeps at most two terms (L^j = L_{n+1}^j):
+///   Gx_n^m = (L^{m+1} - L^{m-1}) / 2 (m >= 2),  L^2 / 2 - L^0 (m = 1),  L^1 / 2 (m = 0),
+///            (L^{m-1} - L^{m+1}) / 2 (m <= -2),  L^-2 / 2 (m = -1);
+///   Gy_n^m = (L^{-m-1} + L^{-m+1}) / 2 (m >= 2),  L^-2 / 2 (m = 1),  L^-1 / 2 (m = 0),
+///            -(L^{-m+1} + L^{-m-1}) / 2 (m <= -2),  -L^2 / 2 - L^0 (m = -1);
+///   Gz_n^m = L^m.
+/// (The GPU L2P builds these per leaf, where the sums over the lowering coefficients cost about as much
+/// as the particles' loop; unit_tests/test_operators_chain.cpp checks them against those sums.)
 template <class Real>
 KOKKOS_INLINE_FUNCTION void l2p_gradient_coefficient(int n, int m, const Real* L, Real& gx, Real& gy,
                                                      Real& gz) {
-  const int am = m < 0 ? -m : m;
-  const int cand[4] = {am - 1, am + 1, -(am - 1), -(am + 1)};  // orders whose derivatives reach (n, m)
-  Real sx = Real(0), sy = Real(0);
-  for (int c = 0; c < 4; ++c) {
-    const int j = cand[c];
-    bool repeated = false;
-    for (int e = 0; e < c; ++e) repeated = repeated || cand[e] == j;
-    if (repeated || j > n + 1 || j < -(n + 1)) continue;
-    const Real l = L[coefficient_index(n + 1, j)];
-    sx += static_cast<Real>(harmonic_lowering_x(j, m)) * l;
-    sy += static_cast<Real>(harmonic_lowering_y(j, m)) * l;
+  const Real* Ln = L + (n + 1) * (n + 2);  // L_{n+1}^j = Ln[j] (coefficient_index(n + 1, j))
+  const Real h = Real(0.5);
+  if (m >= 2) {
+    gx = h * Ln[m + 1] - h * Ln[m - 1];
+    gy = h * Ln[-m - 1] + h * Ln[-m + 1];
+  } else if (m == 1) {
+    gx = h * Ln[2] - Ln[0];
+    gy = h * Ln[-2];
+  } else if (m == 0) {
+    gx = h * Ln[1];
+    gy = h * Ln[-1];
+  } else if (m == -1) {
+    gx = h * Ln[-2];
+    gy = -(h * Ln[2]) - Ln[0];
+  } else {
+    gx = h * Ln[m - 1] - h * Ln[m + 1];
+    gy = -(h * Ln[-m + 1]) - h * Ln[-m - 1];
   }
-  gx = sx;
-  gy = sy;
-  gz = L[coefficient_index(n + 1, m)];
+  gz = Ln[m];
 }
 
 /// Writes the gradient coefficients of L (order `order` >= 0) to Gx, Gy, Gz (num_coefficients(order-1)

@@ -36,8 +36,8 @@ namespace kfmm {
 ///            -(L^{-m+1} + L^{-m-1}) / 2 (m <= -2),  -L^2 / 2 - L^0 (m = -1);
 ///   Gz_n^m = L^m.
 /// (The GPU L2P builds these per leaf: summed over four candidate orders with the lowering functions they
-/// took 18 % of its instructions, docs/benchmarks.md, forty-sixth session; unit_tests/test_operators_chain.cpp
-/// checks them against those sums.)
+/// took 18 % of its instructions, docs/benchmarks.md, forty-sixth session;
+/// unit_tests/test_operators_chain.cpp checks them against those sums.)
 template <class Real>
 KOKKOS_INLINE_FUNCTION void l2p_gradient_coefficient(int n, int m, const Real* L, Real& gx, Real& gy,
                                                      Real& gz) {

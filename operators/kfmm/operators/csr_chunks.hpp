@@ -317,8 +317,8 @@ void make_csr_chunks(const ExecutionSpace& space, const InteractionList<MemorySp
   const int scans = table.packed ? 2 : 3;  // (the look-backs the kernel runs: one scratch window each)
   for (int x = 0; x < scans; ++x)
     table.scan[x] = TileScan<MemorySpace>(c.scans[x], c.scans[x].prepare(space, tiles), tiles);
-  // (light weight: the table's functor, with its three tile scans, is over 512 bytes, and from constant
-  // memory its launch waited on the host for the instance's previous such launch, the other table's)
+  // (light weight: the table's functor, with its three tile scans, is over 512 bytes; see
+  // compat::light_weight. From constant memory the M2L's table waited on the host for the P2P's.)
   Kokkos::parallel_for(
       "kfmm::csr_chunks::table",
       compat::light_weight(

@@ -41,7 +41,7 @@ namespace kfmm {
 template <class Real>
 KOKKOS_INLINE_FUNCTION void l2p_gradient_coefficient(int n, int m, const Real* L, Real& gx, Real& gy,
                                                      Real& gz) {
-  const Real* Ln = L + (n + 1) * (n + 2);  // L_{n+1}^j = Ln[j] (coefficient_index(n + 1, j))
+  const Real* Ln = L + coefficient_index(n + 1, 0);  // L_{n+1}^j = Ln[j]
   const Real h = Real(0.5);
   if (m >= 2) {
     gx = h * Ln[m + 1] - h * Ln[m - 1];

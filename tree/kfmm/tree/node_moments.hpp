@@ -279,8 +279,7 @@ void compute_node_moments(const ExecutionSpace& space, const PositionsView& posi
   using Leaf = detail::LeafMoments<PositionsView, MassesView, Ranges, IntView, Centres, Radii, NodeMasses,
                                    memory_space>;
   using Internal = detail::InternalMoments<IntView, Centres, Radii, NodeMasses, memory_space>;
-  // (light weight: the functor is over 512 bytes, and from constant memory its launch waited on the host
-  // for the instance's previous such launch and copied the functor host-to-device)
+  // (light weight: the functor is over 512 bytes; see compat::light_weight)
   Kokkos::parallel_for(
       "kfmm::moments", compat::light_weight(Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_leaves)),
       detail::BottomUpMoments<Leaf, Internal, IntView, memory_space>{
